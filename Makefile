@@ -1,0 +1,29 @@
+# Bootstrap .venv from pyproject.toml, then run or test. Both targets work on a fresh clone.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEFAULT_MODEL ?= .cache/models/tiny
+
+.PHONY: run test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# The built-in default: a synthetic tiny checkpoint made locally (never downloaded).
+$(DEFAULT_MODEL)/config.json: | $(STAMP)
+	$(BIN)/mlxd dev synth-model $(DEFAULT_MODEL) --preset tiny
+
+run: $(STAMP) $(DEFAULT_MODEL)/config.json
+	$(BIN)/mlxd-server -m $(DEFAULT_MODEL) $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache

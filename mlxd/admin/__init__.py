@@ -1,0 +1,1 @@
+"""The admin listener's routes and the `mlxd admin` client."""

@@ -1,0 +1,1 @@
+"""Configuration: sources (defaults, config.ini, TOML, env, argv, presets) layered into one frozen Config with provenance."""

@@ -1,0 +1,1 @@
+"""MLX inference: loading, synthetic checkpoints, the model worker and batch scheduler, sampling, prompt cache, slots."""

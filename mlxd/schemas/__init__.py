@@ -1,0 +1,1 @@
+"""Pydantic models of every wire format: native llama, OpenAI, Anthropic, admin, and the error envelope."""
