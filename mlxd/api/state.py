@@ -1,0 +1,48 @@
+"""What the public routes serve from: the resolved configuration and the model currently in service.
+
+The daemon builds a ``ServingState`` and swaps its ``model`` when the pool changes; routes read it per request and
+never hold on to a model across awaits longer than the request that uses it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlxd.config import Config
+    from mlxd.engine.chat import ChatTemplate
+    from mlxd.engine.loader import LoadedModel
+    from mlxd.engine.sampling import SamplingParams
+    from mlxd.engine.worker import ModelWorker
+
+
+@dataclass
+class ServedModel:
+    """One loaded model as the routes see it."""
+
+    name: str  # the id clients send as "model" and see in /v1/models (first alias, else the path)
+    aliases: list[str]
+    loaded: "LoadedModel"
+    worker: "ModelWorker"
+    chat_template: "ChatTemplate | None"
+    sampling_defaults: "SamplingParams"
+    loaded_at: float = field(default_factory=time.time)
+
+
+@dataclass
+class ServingState:
+    """Everything a public route may read. ``model`` is None until the default model is loaded (routes answer 503)."""
+
+    config: "Config"
+    model: ServedModel | None = None
+    started_at: float = field(default_factory=time.time)
+    # Set by the daemon: an object with the prometheus registry and mlxd's counters (see mlxd.api.metrics).
+    metrics: Any = None
+    # Free-form facts for /props and the log (e.g. the BLAS report).
+    build_info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.model is not None

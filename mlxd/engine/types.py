@@ -1,0 +1,107 @@
+"""The engine's wire between the asyncio side and a model worker thread: requests in, events out.
+
+These are the only types the api and daemon layers need to drive generation; the worker, scheduler, sampler
+and prompt cache stay behind them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+StopType = Literal["none", "eos", "limit", "word"]
+
+
+@dataclass(frozen=True)
+class TokenProb:
+    """One candidate in a probability report (``n_probs``): id, text piece, and probability or logprob."""
+
+    id: int
+    text: str
+    prob: float  # a probability when post_sampling_probs, else a log-probability
+    bytes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token as it leaves the worker.
+
+    ``text`` is the piece that is safe to show now: text held back because it may start a stop string, or
+    because it ends inside a multi-byte character, arrives in a later event.
+    """
+
+    index: int
+    token_id: int
+    text: str
+    probs: tuple[TokenProb, ...] | None = None  # candidates after (or before) sampling, when n_probs > 0
+    chosen: TokenProb | None = None
+
+
+@dataclass(frozen=True)
+class Timings:
+    """llama-server's ``timings`` object."""
+
+    cache_n: int
+    prompt_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+
+    @property
+    def prompt_per_second(self) -> float:
+        return 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms > 0 else 0.0
+
+    @property
+    def predicted_per_second(self) -> float:
+        return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class FinalEvent:
+    """The end of a generation: why it stopped, everything generated, and its timings."""
+
+    text: str
+    tokens: tuple[int, ...]
+    stop_type: StopType
+    stopping_word: str
+    truncated: bool
+    n_prompt_tokens: int
+    timings: Timings
+    id_slot: int
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """A generation that failed; the worker goes on serving others."""
+
+    message: str
+    type: str = "server_error"  # an error type of b10621's envelope
+    code: int = 500
+
+
+Event = TokenEvent | FinalEvent | ErrorEvent
+
+
+@dataclass
+class GenerationRequest:
+    """Everything the worker needs to run one generation. ``sampling`` is an ``engine.sampling.SamplingParams``."""
+
+    prompt_tokens: list[int]
+    sampling: object
+    n_predict: int = -1
+    stop: list[str] = field(default_factory=list)
+    ignore_eos: bool = False
+    n_probs: int = 0
+    post_sampling_probs: bool = False
+    cache_prompt: bool = True
+    # Prompt-cache namespace: a chat-rendered prefix must never be adopted by a raw prompt, nor across LoRA states.
+    cache_namespace: str = "raw"
+    id_slot: int = -1
+    n_keep: int = 0
+    n_discard: int = 0
+    n_indent: int = 0
+    t_max_predict_ms: int = 0
+    # Adapter scales snapshotted at admission ({adapter_id: scale}); None means the server-wide scales.
+    lora: dict[int, float] | None = None
+    # Free-form, shown on /slots (e.g. the request's sampling params as llama-server renders them).
+    display_params: dict = field(default_factory=dict)
