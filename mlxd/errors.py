@@ -63,3 +63,71 @@ class AdminError(MlxdError):
         self.code = code
         self.message = message
         self.status = status
+
+
+class RequestError(MlxdError):
+    """A request the public API refuses, answered in b10621's envelope with ``status`` and ``type``.
+
+    ``extra`` holds additional top-level keys of the error object (``n_prompt_tokens``/``n_ctx`` for a context
+    overflow).
+    """
+
+    status: int = 400
+    type: str = "invalid_request_error"
+
+    def __init__(self, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+class InvalidRequest(RequestError):
+    """Malformed JSON, a missing field, a wrong type or value (llama-server's ``std::invalid_argument``): 400."""
+
+
+class NotFound(RequestError):
+    """A resource the request names does not exist: 404 ``not_found_error``."""
+
+    status = 404
+    type = "not_found_error"
+
+
+class PermissionDenied(RequestError):
+    """The request is understood but not allowed: 403 ``permission_error``."""
+
+    status = 403
+    type = "permission_error"
+
+
+class NotSupported(RequestError):
+    """A feature this server (or its model, or its options) does not offer: 501 ``not_supported_error``."""
+
+    status = 501
+    type = "not_supported_error"
+
+
+class Unavailable(RequestError):
+    """The server cannot take the request now (loading, no idle slot): 503 ``unavailable_error``."""
+
+    status = 503
+    type = "unavailable_error"
+
+
+class QueueFull(Unavailable):
+    """Every slot is busy and the wait queue is full."""
+
+
+class ContextOverflow(RequestError):
+    """The prompt does not fit the slot's context: 400 ``exceed_context_size_error`` with both sizes."""
+
+    type = "exceed_context_size_error"
+
+    def __init__(self, n_prompt_tokens: int, n_ctx: int, message: str | None = None) -> None:
+        super().__init__(
+            message or f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), "
+            "try increasing it",
+            n_prompt_tokens=n_prompt_tokens,
+            n_ctx=n_ctx,
+        )
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx

@@ -1,0 +1,83 @@
+"""The public sanic application: configuration, pre-routing checks, the error envelope, and every route module.
+
+Route modules are discovered: each module of ``mlxd.api.routes`` that exposes ``bp`` (a sanic ``Blueprint``) is
+mounted under ``--api-prefix``, so a new route family plugs in without editing this file.
+
+The daemon serves the app in its own process and loop: it binds the socket itself (port 0 resolved, ``.sock``
+hosts as Unix sockets), then ``await app.create_server(sock=..., ssl=..., return_asyncio_server=True)`` and runs
+the returned server's startup/before_start/start_serving/after_start, logging ``listening on URL`` once bound.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+
+from sanic import Blueprint, Sanic
+
+from mlxd.api import middleware, routes
+from mlxd.api.errors import EnvelopeErrorHandler
+from mlxd.api.state import ServingState
+
+log = logging.getLogger("mlxd.api")
+
+# b10621's HTTP library accepts bodies up to 100 MB; larger ones are refused with a 413 envelope.
+BODY_LIMIT = 100 * 1024 * 1024
+# cpp-httplib closes idle keep-alive connections after 5 s (its ``Keep-Alive: timeout=5``).
+KEEP_ALIVE_SECONDS = 5
+DEFAULT_TIMEOUT_SECONDS = 3600
+
+
+def api_prefix(config: object) -> str:
+    """``--api-prefix`` as a path prefix: leading slash, no trailing slash, empty for none."""
+    prefix = str(getattr(config, "api_prefix", "") or "").strip().rstrip("/")
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    return prefix
+
+
+def discover_blueprints() -> list[Blueprint]:
+    """Every ``bp`` exposed by a module of ``mlxd.api.routes``, in module name order."""
+    found = []
+    for info in sorted(pkgutil.iter_modules(routes.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{routes.__name__}.{info.name}")
+        bp = getattr(module, "bp", None)
+        if isinstance(bp, Blueprint):
+            found.append(bp)
+    return found
+
+
+def _quiet_sanic() -> None:
+    # Sanic logs through its own loggers; they propagate to the daemon's handlers, minus the per-request noise.
+    for name in ("sanic.root", "sanic.server", "sanic.access", "sanic.websockets"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BODY_LIMIT) -> Sanic:
+    """The public API app over ``state``; ``name`` must be unique within the process."""
+    _quiet_sanic()
+    app = Sanic(name, configure_logging=False, error_handler=EnvelopeErrorHandler())
+    timeout = float(getattr(state.config, "timeout", DEFAULT_TIMEOUT_SECONDS) or DEFAULT_TIMEOUT_SECONDS)
+    app.config.update(
+        {
+            "MOTD": False,
+            "ACCESS_LOG": False,
+            "NOISY_EXCEPTIONS": False,
+            # TouchUp rewrites sanic's own code per process; with several apps in one process it breaks.
+            "TOUCHUP": False,
+            "REQUEST_MAX_SIZE": body_limit,
+            "REQUEST_TIMEOUT": timeout,
+            "RESPONSE_TIMEOUT": timeout,
+            "KEEP_ALIVE_TIMEOUT": KEEP_ALIVE_SECONDS,
+            "FALLBACK_ERROR_FORMAT": "json",
+        }
+    )
+    app.ctx.state = state
+    prefix = api_prefix(state.config)
+    middleware.install(app, state, prefix)
+    for bp in discover_blueprints():
+        app.blueprint(bp, url_prefix=(prefix + (bp.url_prefix or "")) or None)
+    return app

@@ -1,0 +1,85 @@
+"""Request bodies: bytes -> JSON -> a pydantic model, every failure an ``InvalidRequest`` with a readable message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from sanic import Request
+
+from mlxd.errors import InvalidRequest
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; b10621's parser (and JSON itself) does not.
+    raise ValueError(f"invalid literal {name}")
+
+
+def parse_json(raw: bytes | str) -> Any:
+    """Decode one JSON document; malformed, non-UTF-8 or absurdly nested input is an ``InvalidRequest``."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequest(f"parse error at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    except RecursionError as exc:
+        raise InvalidRequest("parse error: the JSON document is nested too deeply") from exc
+    except ValueError as exc:  # undecodable bytes, NaN/Infinity, integers past Python's digit limit
+        raise InvalidRequest(f"parse error: {exc}") from exc
+
+
+def json_body(request: Request) -> Any:
+    """The request body as JSON (an empty body is malformed JSON, as in b10621)."""
+    return parse_json(request.body or b"")
+
+
+def json_object(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object."""
+    data = json_body(request)
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"the request body must be a JSON object, not {json_type(data)}")
+    return data
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type, as error messages say it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def validation_message(exc: ValidationError) -> str:
+    """One line per problem, naming the field the way b10621's messages do (``Field 'n_predict': ...``)."""
+    parts = []
+    for error in exc.errors(include_url=False, include_context=False, include_input=False):
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        if error.get("type") == "missing":
+            parts.append(f"'{where}' is required")
+        elif where:
+            parts.append(f"Field '{where}': {error.get('msg', 'invalid value')}")
+        else:
+            parts.append(str(error.get("msg", "invalid value")))
+    return "; ".join(parts) or "invalid request"
+
+
+def parse(model: type[M], data: Any) -> M:
+    """Validate decoded JSON against ``model``; a ``ValidationError`` never leaves this function raw."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(validation_message(exc)) from exc
+
+
+def parse_body(request: Request, model: type[M]) -> M:
+    """The request body validated as ``model``."""
+    return parse(model, json_body(request))

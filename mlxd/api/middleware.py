@@ -1,0 +1,138 @@
+"""What happens to every request before routing: CORS preflight, the loading gate, and the API key check.
+
+The order is b10621's pre-routing handler: OPTIONS is answered at once (browsers send no credentials on a
+preflight), then nothing but 503 while no model is loaded, then the key check. Each response carries
+``Access-Control-Allow-Origin``, empty when the request named no allowed origin.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from pathlib import Path
+from typing import Any, Iterable
+
+from sanic import HTTPResponse, Request, Sanic
+
+from mlxd.api.errors import loading, unauthorized
+from mlxd.api.state import ServingState
+
+log = logging.getLogger("mlxd.api")
+
+# Routes b10621 leaves open when --api-key is set (besides its web UI, which mlxd does not serve).
+PUBLIC_PATHS = ("/health", "/v1/health")
+
+DEFAULT_CORS_ORIGINS = "*"
+DEFAULT_CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+DEFAULT_CORS_HEADERS = "*"
+
+
+def _csv(value: Any) -> list[str]:
+    """An option that may arrive as a comma list or as a list of items."""
+    if value is None:
+        return []
+    items: Iterable[Any] = value.split(",") if isinstance(value, str) else value
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
+def read_key_file(path: str | Path) -> list[str]:
+    """``--api-key-file``: one key per line; blank lines and lines starting with '#' are skipped."""
+    keys = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        key = line.strip()
+        if key and not key.startswith("#"):
+            keys.append(key)
+    return keys
+
+
+class KeyRing:
+    """The accepted API keys of one configuration (``--api-key`` items plus ``--api-key-file`` lines)."""
+
+    def __init__(self, config: Any) -> None:
+        self.keys: list[bytes] = [k.encode() for k in _csv(getattr(config, "api_key", None))]
+        self.required = bool(self.keys)
+        key_file = getattr(config, "api_key_file", None)
+        if key_file:
+            self.required = True  # an unreadable key file locks the API rather than opening it
+            try:
+                self.keys += [k.encode() for k in read_key_file(key_file)]
+            except (OSError, UnicodeDecodeError) as exc:
+                log.error("cannot read --api-key-file %s: %s; every key is refused", key_file, exc)
+
+    def accepts(self, presented: str) -> bool:
+        """Constant-time membership: every key is compared, whatever matched first."""
+        given = presented.encode()
+        matched = False
+        for key in self.keys:
+            matched |= hmac.compare_digest(given, key)
+        return matched
+
+
+def presented_key(request: Request) -> str:
+    """The key a client sent: ``Authorization: Bearer KEY``, else ``X-Api-Key`` (Anthropic clients)."""
+    value = request.headers.get("authorization", "") or request.headers.get("x-api-key", "")
+    return value[len("Bearer "):] if value.startswith("Bearer ") else value
+
+
+class Cors:
+    """``--cors-origins``/``--cors-methods``/``--cors-headers``/``--cors-credentials`` as response headers."""
+
+    def __init__(self, config: Any) -> None:
+        self.origins = _csv(getattr(config, "cors_origins", DEFAULT_CORS_ORIGINS))
+        self.methods = ", ".join(_csv(getattr(config, "cors_methods", DEFAULT_CORS_METHODS)))
+        self.headers = ", ".join(_csv(getattr(config, "cors_headers", DEFAULT_CORS_HEADERS)))
+        self.credentials = bool(getattr(config, "cors_credentials", True))
+
+    def allow_origin(self, request: Request) -> str:
+        origin = request.headers.get("origin", "")
+        if origin and ("*" in self.origins or origin in self.origins):
+            return origin
+        return ""
+
+    def preflight(self, request: Request) -> HTTPResponse:
+        headers = {
+            "Access-Control-Allow-Origin": self.allow_origin(request),
+            "Access-Control-Allow-Methods": self.methods,
+            "Access-Control-Allow-Headers": self.headers,
+        }
+        if self.credentials:
+            headers["Access-Control-Allow-Credentials"] = "true"
+        return HTTPResponse("", status=200, headers=headers, content_type="text/html")
+
+
+class _PerConfig:
+    """Derived objects rebuilt only when the daemon swaps in a new configuration."""
+
+    def __init__(self) -> None:
+        self._config: Any = None
+        self.keys: KeyRing | None = None
+        self.cors: Cors | None = None
+
+    def refresh(self, config: Any) -> None:
+        if config is not self._config:
+            self.keys, self.cors, self._config = KeyRing(config), Cors(config), config
+
+
+def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
+    """Register the pre-routing checks and the CORS response header on ``app``."""
+    derived = _PerConfig()
+    public = {prefix + path for path in PUBLIC_PATHS}
+
+    @app.on_request(priority=100)
+    async def gate(request: Request) -> HTTPResponse | None:
+        derived.refresh(state.config)
+        assert derived.keys is not None and derived.cors is not None
+        if request.method == "OPTIONS":
+            return derived.cors.preflight(request)
+        if not state.ready:
+            return loading()
+        if derived.keys.required and request.path not in public and not derived.keys.accepts(presented_key(request)):
+            log.warning("unauthorized: invalid API key on %s %s", request.method, request.path)
+            return unauthorized()
+        return None
+
+    @app.on_response(priority=100)
+    async def allow_origin(request: Request, response: HTTPResponse) -> None:
+        derived.refresh(state.config)
+        assert derived.cors is not None
+        response.headers.setdefault("Access-Control-Allow-Origin", derived.cors.allow_origin(request))

@@ -1,0 +1,106 @@
+"""Server-sent events for the streaming routes: frame formats, keep-alive pings, errors and client disconnects.
+
+A streaming route builds an async iterator of ready-made frames (``data(...)``, ``event(...)``) and hands it to
+``stream``, which owns the response: it pings while the model is slow to produce the next frame, renders an error
+raised mid-stream as one final frame (the status line is long gone by then), and calls ``on_disconnect`` (the
+generation handle's ``cancel``) when the client goes away before the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, AsyncIterable, AsyncIterator, Callable
+
+from sanic import Request
+
+from mlxd.api.errors import dumps, translate
+
+log = logging.getLogger("mlxd.api")
+
+CONTENT_TYPE = "text/event-stream"
+# b10621 tells proxies not to buffer a stream; no-cache keeps intermediaries from replaying one.
+HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+# A comment line: SSE clients ignore it, proxies and sockets see traffic.
+PING = ": ping\n\n"
+DONE = "data: [DONE]\n\n"
+
+
+def data(payload: Any) -> str:
+    """One ``data:`` frame; a list becomes one frame per item (b10621's ``format_oai_sse``)."""
+    if isinstance(payload, list):
+        return "".join(data(item) for item in payload)
+    return f"data: {payload if isinstance(payload, str) else dumps(payload)}\n\n"
+
+
+def event(name: str, payload: Any) -> str:
+    """One named frame, ``event: NAME`` then ``data: JSON`` (Anthropic and Responses streams)."""
+    return f"event: {name}\ndata: {payload if isinstance(payload, str) else dumps(payload)}\n\n"
+
+
+def error_frame(exc: BaseException) -> str:
+    """An error after the stream started, as b10621 sends it: ``data: {"error": {...}}``."""
+    _, body = translate(exc)
+    return data({"error": body})
+
+
+def anthropic_error_frame(exc: BaseException) -> str:
+    """An error in an Anthropic-shaped stream: ``event: error`` with the envelope as its data."""
+    _, body = translate(exc)
+    return event("error", {"type": "error", "error": {"type": body["type"], "message": body["message"]}})
+
+
+def ping_interval(config: Any) -> float | None:
+    """``--sse-ping-interval`` in seconds, or None when pings are off (-1, 0)."""
+    seconds = getattr(config, "sse_ping_interval", 30)
+    return float(seconds) if seconds and seconds > 0 else None
+
+
+async def stream(
+    request: Request,
+    frames: AsyncIterable[str],
+    *,
+    on_disconnect: Callable[[], Any] | None = None,
+    ping: float | None = None,
+    on_error: Callable[[BaseException], str] = error_frame,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Send ``frames`` as an SSE response; the route handler returns None after awaiting this."""
+    response = await request.respond(content_type=CONTENT_TYPE, headers={**HEADERS, **(headers or {})})
+    iterator: AsyncIterator[str] = aiter(frames)
+    pending: asyncio.Future[str] | None = None
+    finished = False
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(iterator))
+            done, _ = await asyncio.wait({pending}, timeout=ping)
+            if not done:
+                await response.send(PING)
+                continue
+            task, pending = pending, None
+            try:
+                frame = task.result()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # the generation failed after the headers went out
+                await response.send(on_error(exc))
+                break
+            if frame:
+                await response.send(frame)
+        await response.eof()
+        finished = True
+    finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+        if not finished:
+            log.info("client disconnected from %s %s; cancelling", request.method, request.path)
+            if on_disconnect is not None:
+                on_disconnect()
+        closer = getattr(iterator, "aclose", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
