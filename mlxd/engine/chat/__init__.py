@@ -1,0 +1,68 @@
+"""Chat templating and the parsing of chat answers (reasoning, tool calls), with llama-server's semantics.
+
+Typical use, on the asyncio side of a chat route::
+
+    template = load_chat_template(model_dir, chat_template=cfg_template, chat_template_file=cfg_file)
+    prompt = apply_chat_template(template, body["messages"], options=options, tools=body.get("tools"), ...)
+    stream = ChatOutputStream.for_prompt(prompt)
+    for event in token_events: deltas = stream.feed(event.text)
+    deltas = stream.finish(); message = stream.message()
+"""
+
+from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError, UnknownTemplateNameError
+from mlxd.engine.chat.messages import template_messages, template_tools
+from mlxd.engine.chat.output import ChatDelta, ChatMessage, ChatOutputStream, parse_chat_output
+from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, ReasoningMode, apply_chat_template, parse_tool_choice
+from mlxd.engine.chat.reasoning import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    ReasoningFormat,
+    ReasoningStream,
+    check_reasoning_format,
+    split_reasoning,
+)
+from mlxd.engine.chat.templates import (
+    BUILTIN_TEMPLATES,
+    UPSTREAM_TEMPLATE_NAMES,
+    ChatTemplate,
+    load_chat_template,
+)
+from mlxd.engine.chat.tools import (
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStream,
+    extract_tool_calls,
+    new_tool_call_id,
+)
+
+__all__ = [
+    "BUILTIN_TEMPLATES",
+    "THINK_CLOSE",
+    "THINK_OPEN",
+    "UPSTREAM_TEMPLATE_NAMES",
+    "ChatDelta",
+    "ChatMessage",
+    "ChatOptions",
+    "ChatOutputStream",
+    "ChatPrompt",
+    "ChatRequestError",
+    "ChatTemplate",
+    "ChatTemplateError",
+    "ReasoningFormat",
+    "ReasoningMode",
+    "ReasoningStream",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallStream",
+    "UnknownTemplateNameError",
+    "apply_chat_template",
+    "check_reasoning_format",
+    "extract_tool_calls",
+    "load_chat_template",
+    "new_tool_call_id",
+    "parse_chat_output",
+    "parse_tool_choice",
+    "split_reasoning",
+    "template_messages",
+    "template_tools",
+]

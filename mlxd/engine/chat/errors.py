@@ -1,0 +1,35 @@
+"""The errors of chat templating and output parsing."""
+
+from __future__ import annotations
+
+from mlxd.errors import EngineError
+
+
+class ChatTemplateError(EngineError):
+    """A chat template that cannot be loaded or rendered: bad syntax, ``raise_exception``, an unknown name.
+
+    ``message`` is safe to show to a client; it carries the template's own words where it raised.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownTemplateNameError(ChatTemplateError):
+    """A built-in template name (``--chat-template llama3``) that mlxd does not ship."""
+
+    def __init__(self, name: str, shipped: tuple[str, ...]) -> None:
+        super().__init__(
+            f"built-in chat template {name!r} is not shipped by mlxd (shipped: {', '.join(shipped)}); "
+            "pass the template text itself with --chat-template or --chat-template-file"
+        )
+        self.name = name
+
+
+class ChatRequestError(EngineError):
+    """Chat messages or options in a request that cannot be templated (llama-server answers these with a 400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

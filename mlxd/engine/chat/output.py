@@ -1,0 +1,126 @@
+"""A model's chat answer, parsed: reasoning first, then tool calls in what remains, whole or as it streams."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlxd.engine.chat.prompt import ChatPrompt
+from mlxd.engine.chat.reasoning import ReasoningFormat, ReasoningStream, split_reasoning
+from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, ToolCallStream, extract_tool_calls, new_tool_call_id
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """The parsed answer: what becomes ``message.content``, ``reasoning_content`` and ``tool_calls``."""
+
+    content: str
+    reasoning_content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatDelta:
+    """One streamed change, in the order the text produced it."""
+
+    reasoning_content: str = ""
+    content: str = ""
+    tool_calls: tuple[ToolCallDelta, ...] = field(default=())
+
+    def to_openai(self) -> dict[str, Any]:
+        """The ``delta`` object of an OpenAI streaming chunk (without ``role``)."""
+        delta: dict[str, Any] = {}
+        if self.reasoning_content:
+            delta["reasoning_content"] = self.reasoning_content
+        if self.content:
+            delta["content"] = self.content
+        if self.tool_calls:
+            delta["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return delta
+
+
+def parse_chat_output(
+    text: str,
+    *,
+    reasoning_format: ReasoningFormat = "deepseek",
+    starts_in_reasoning: bool = False,
+    parse_tool_calls: bool = False,
+    id_factory: Callable[[], str] = new_tool_call_id,
+) -> ChatMessage:
+    """Parse a whole generated answer."""
+    reasoning, content = split_reasoning(
+        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning
+    )
+    calls: list[ToolCall] = []
+    if parse_tool_calls:
+        content, calls = extract_tool_calls(content, id_factory=id_factory)
+    return ChatMessage(content=content, reasoning_content=reasoning, tool_calls=tuple(calls))
+
+
+class ChatOutputStream:
+    """Feed generated text deltas; get :class:`ChatDelta` lists back, and the whole message at the end."""
+
+    def __init__(
+        self,
+        *,
+        reasoning_format: ReasoningFormat = "deepseek",
+        starts_in_reasoning: bool = False,
+        parse_tool_calls: bool = False,
+        id_factory: Callable[[], str] = new_tool_call_id,
+    ) -> None:
+        self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning)
+        self._tools = ToolCallStream(id_factory=id_factory) if parse_tool_calls else None
+        self._content: list[str] = []
+        self._reasoning_text: list[str] = []
+        self._calls: list[ToolCall] = []
+
+    @classmethod
+    def for_prompt(cls, prompt: ChatPrompt, *, id_factory: Callable[[], str] = new_tool_call_id) -> ChatOutputStream:
+        """The parser for answers to a rendered prompt."""
+        return cls(
+            reasoning_format=prompt.reasoning_format,
+            starts_in_reasoning=prompt.starts_in_reasoning,
+            parse_tool_calls=prompt.parse_tool_calls,
+            id_factory=id_factory,
+        )
+
+    @property
+    def in_reasoning(self) -> bool:
+        """Whether the text so far ends inside a reasoning block (what ``--reasoning-budget`` counts)."""
+        return self._reasoning.in_reasoning
+
+    def feed(self, text: str) -> list[ChatDelta]:
+        """Consume one delta of generated text."""
+        return self._deltas(*self._reasoning.feed(text), final=False)
+
+    def finish(self) -> list[ChatDelta]:
+        """The end of generation: release everything held back."""
+        return self._deltas(*self._reasoning.finish(), final=True)
+
+    def message(self) -> ChatMessage:
+        """Everything emitted so far, as one message (complete once :meth:`finish` was called)."""
+        return ChatMessage(
+            content="".join(self._content),
+            reasoning_content="".join(self._reasoning_text),
+            tool_calls=tuple(self._calls),
+        )
+
+    def _deltas(self, reasoning: str, content: str, *, final: bool) -> list[ChatDelta]:
+        out: list[ChatDelta] = []
+        if reasoning:
+            self._reasoning_text.append(reasoning)
+            out.append(ChatDelta(reasoning_content=reasoning))
+        calls: list[ToolCallDelta] = []
+        if self._tools is not None:
+            content, calls = self._tools.feed(content)
+            if final:
+                more, more_calls = self._tools.finish()
+                content, calls = content + more, calls + more_calls
+        if content:
+            self._content.append(content)
+            out.append(ChatDelta(content=content))
+        for call in calls:
+            self._calls.append(ToolCall(id=call.id, name=call.name, arguments_json=call.arguments))
+            out.append(ChatDelta(tool_calls=(call,)))
+        return out

@@ -1,0 +1,132 @@
+"""From a chat request to a prompt: template kwargs, ``--reasoning``, assistant prefill, as llama-server does it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, get_args
+
+from mlxd.engine.chat.errors import ChatRequestError
+from mlxd.engine.chat.messages import content_parts_text, template_messages, template_tools
+from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, check_reasoning_format
+from mlxd.engine.chat.templates import ChatTemplate
+
+ReasoningMode = Literal["on", "off", "auto"]
+ToolChoice = Literal["auto", "none", "required"]
+
+_THINK_TAG = re.compile(re.escape(THINK_OPEN) + "|" + re.escape(THINK_CLOSE))
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """The server-wide chat settings, from the configuration."""
+
+    reasoning: ReasoningMode = "auto"  # --reasoning
+    reasoning_format: ReasoningFormat = "deepseek"  # --reasoning-format (b10621's effective default)
+    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)  # --chat-template-kwargs, parsed
+    prefill_assistant: bool = True  # --prefill-assistant / --no-prefill-assistant
+    # The tokenizer adds BOS/EOS itself: a template that also writes them would double them, so they are cut.
+    tokenizer_adds_bos: bool = False
+    tokenizer_adds_eos: bool = False
+    skip_chat_parsing: bool = False  # --skip-chat-parsing: everything the model says is content
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A rendered chat prompt and how the model's answer to it must be parsed."""
+
+    prompt: str
+    reasoning_format: ReasoningFormat
+    enable_thinking: bool
+    starts_in_reasoning: bool  # the prompt left a <think> open: generation begins inside reasoning
+    parse_tool_calls: bool
+    prefilled: bool  # the last assistant message was continued rather than closed
+
+
+def parse_tool_choice(value: Any) -> ToolChoice:
+    """``tool_choice`` as llama-server reads it: a non-string (an object naming a function) counts as auto."""
+    if not isinstance(value, str):
+        return "auto"
+    if value not in get_args(ToolChoice):
+        raise ChatRequestError(f"Invalid tool_choice: {value}")
+    return value  # type: ignore[return-value]
+
+
+def _enable_thinking(template: ChatTemplate, options: ChatOptions, kwargs: Mapping[str, Any]) -> bool:
+    enabled = {"on": True, "off": False}.get(options.reasoning)
+    if enabled is None:
+        enabled = template.supports_thinking
+    override = kwargs.get("enable_thinking")
+    if isinstance(override, bool):
+        return override
+    if isinstance(override, str):
+        raise ChatRequestError('invalid type for "enable_thinking" (expected boolean, got string)')
+    return enabled
+
+
+def _inside_reasoning(generation_prompt_end: str, prefill: str) -> bool:
+    """Whether text generated after this prompt starts inside a ``<think>`` block."""
+    inside = generation_prompt_end.rstrip().endswith(THINK_OPEN)
+    for tag in _THINK_TAG.finditer(prefill):
+        inside = tag.group() == THINK_OPEN
+    return inside
+
+
+def apply_chat_template(
+    template: ChatTemplate,
+    messages: Any,
+    *,
+    options: ChatOptions = ChatOptions(),
+    tools: Any = None,
+    tool_choice: Any = "auto",
+    add_generation_prompt: bool = True,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    reasoning_format: str | None = None,
+    now: datetime | None = None,
+) -> ChatPrompt:
+    """Render an OpenAI-shaped chat request into a prompt.
+
+    Request ``chat_template_kwargs`` override ``--chat-template-kwargs`` key by key; a boolean ``enable_thinking``
+    among them overrides ``--reasoning``. With ``--prefill-assistant`` (the default) a final assistant message is
+    continued: the turn is opened by the template and that message's text is appended unclosed.
+    """
+    fmt = check_reasoning_format(reasoning_format) if reasoning_format is not None else options.reasoning_format
+    choice = parse_tool_choice(tool_choice)
+    tool_list = template_tools(tools)
+    chat = template_messages(messages, map_developer_to_system="<|channel|>" not in template.source)
+    kwargs = {**options.chat_template_kwargs, **(chat_template_kwargs or {})}
+    enable_thinking = _enable_thinking(template, options, kwargs)
+
+    prefill = ""
+    prefilled = options.prefill_assistant and bool(chat) and chat[-1]["role"] == "assistant"
+    if prefilled:
+        last = chat.pop()
+        if chat and chat[-1]["role"] == "assistant":
+            raise ChatRequestError("Cannot have 2 or more assistant messages at the end of the list.")
+        fmt = "none"
+        if enable_thinking and template.supports_thinking:
+            raise ChatRequestError("Assistant response prefill is incompatible with enable_thinking.")
+        add_generation_prompt = True
+        # Parts are concatenated as they are, not joined by newlines: the model continues this exact text.
+        original = messages[-1].get("content")
+        prefill = content_parts_text(original, "") if original is not None else last["content"]
+
+    context = {"enable_thinking": enable_thinking, **kwargs}
+    prompt = template.render(chat, tools=tool_list, add_generation_prompt=add_generation_prompt, context=context,
+                             now=now)
+    if options.tokenizer_adds_bos and template.bos_token and prompt.startswith(template.bos_token):
+        prompt = prompt[len(template.bos_token):]
+    if options.tokenizer_adds_eos and template.eos_token and prompt.endswith(template.eos_token):
+        prompt = prompt[: -len(template.eos_token)]
+
+    skip = options.skip_chat_parsing
+    return ChatPrompt(
+        prompt=prompt + prefill,
+        reasoning_format="none" if skip else fmt,
+        enable_thinking=enable_thinking,
+        starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill),
+        parse_tool_calls=not skip and bool(tool_list) and choice != "none",
+        prefilled=prefilled,
+    )

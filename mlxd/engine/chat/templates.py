@@ -1,0 +1,284 @@
+"""Chat templates: where a checkpoint's Jinja template comes from, and rendering it as Hugging Face does.
+
+The environment matches transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
+``raise_exception``, ``strftime_now``, a ``tojson`` that does not HTML-escape, the ``{% generation %}`` tag), so a
+template renders here exactly as it renders under ``tokenizer.apply_chat_template``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from mlxd.engine.chat.errors import ChatTemplateError, UnknownTemplateNameError
+
+# llama-server b10621's built-in template names (its --chat-template help). A value equal to one of them is a name,
+# never template text: rendering "llama3" literally would answer every chat with the word "llama3".
+UPSTREAM_TEMPLATE_NAMES: frozenset[str] = frozenset(
+    """bailing bailing-think bailing2 chatglm3 chatglm4 chatml command-r deepseek deepseek-ocr deepseek2 deepseek3
+    exaone-moe exaone3 exaone4 falcon3 gemma gigachat glmedge gpt-oss granite granite-4.0 granite-4.1 grok-2
+    hunyuan-dense hunyuan-moe hunyuan-vl kimi-k2 llama2 llama2-sys llama2-sys-bos llama2-sys-strip llama3 llama4
+    megrez minicpm mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7 mistral-v7-tekken monarch openchat orion
+    pangu-embedded phi3 phi4 rwkv-world seed_oss smolvlm solar-open vicuna vicuna-orca yandex zephyr""".split()
+)
+
+# The templates mlxd ships under their upstream names. chatml is also the fallback for a checkpoint without one,
+# as upstream falls back to it.
+BUILTIN_TEMPLATES: dict[str, str] = {
+    "chatml": (
+        "{%- for message in messages -%}\n"
+        "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' -}}\n"
+        "{%- endfor -%}\n"
+        "{%- if add_generation_prompt -%}\n"
+        "{{- '<|im_start|>assistant\\n' -}}\n"
+        "{%- endif -%}"
+    ),
+}
+
+THINK_OPEN = "<think>"
+
+
+class _TemplateRaised(jinja2.TemplateError):
+    """What ``raise_exception`` throws, so its message reaches the client unprefixed."""
+
+
+def _raise_exception(message: str) -> None:
+    raise _TemplateRaised(message)
+
+
+def _tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    # transformers replaces Jinja's own tojson, which HTML-escapes '<' and '>' and would corrupt tool schemas.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+class _GenerationTag(Extension):
+    """``{% generation %}...{% endgeneration %}`` marks assistant text for training masks; rendering ignores it."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> list[nodes.Node]:
+        next(parser.stream)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+_ENV = _environment()
+
+
+def _compile(source: str, origin: str) -> jinja2.Template:
+    try:
+        return _ENV.from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ChatTemplateError(f"invalid chat template ({origin}), line {exc.lineno}: {exc.message}") from exc
+
+
+def _resolve_source(text: str, origin: str) -> str:
+    """Map a built-in name to its template text; refuse names mlxd does not ship and text that is no template."""
+    name = text.strip()
+    if name in BUILTIN_TEMPLATES:
+        return BUILTIN_TEMPLATES[name]
+    if name in UPSTREAM_TEMPLATE_NAMES:
+        raise UnknownTemplateNameError(name, tuple(sorted(BUILTIN_TEMPLATES)))
+    if "{{" not in text and "{%" not in text:
+        raise ChatTemplateError(
+            f"chat template ({origin}) {name[:40]!r} is neither Jinja text nor a built-in name "
+            f"(built-in: {', '.join(sorted(BUILTIN_TEMPLATES))})"
+        )
+    return text
+
+
+class ChatTemplate:
+    """A checkpoint's chat template (and its optional ``tool_use`` variant), ready to render."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        tool_use_source: str | None = None,
+        origin: str = "chat template",
+    ) -> None:
+        self.source = _resolve_source(source, origin)
+        self.tool_use_source = tool_use_source
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.origin = origin
+        self._default = _compile(self.source, origin)
+        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if tool_use_source else None
+        self._supports_thinking: bool | None = None
+
+    @property
+    def has_tool_use_variant(self) -> bool:
+        return self._tool_use is not None
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        context: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> str:
+        """Render ``messages`` (already in template shape); ``tools`` stays undefined when empty or None."""
+        when = now or datetime.now()
+        variables: dict[str, Any] = {
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            # llama-server's extra context, which some templates (Llama 3.x) read for the knowledge date line.
+            "datetime": when.strftime("%b %d %Y"),
+            "date_string": when.strftime("%d %b %Y"),
+            "strftime_now": when.strftime,
+        }
+        variables.update(context or {})
+        variables["messages"] = [dict(m) for m in messages]
+        variables["add_generation_prompt"] = add_generation_prompt
+        template = self._default
+        if tools:
+            variables["tools"] = [dict(t) for t in tools]
+            if self._tool_use is not None:
+                template = self._tool_use
+        try:
+            return template.render(variables)
+        except _TemplateRaised as exc:
+            raise ChatTemplateError(exc.message or "chat template raised an exception") from exc
+        except jinja2.TemplateError as exc:
+            raise ChatTemplateError(f"chat template error: {exc}") from exc
+        # A template is a program from the checkpoint: any error it makes (a str + dict, a bad index) is its own,
+        # and becomes the same typed error rather than a traceback.
+        except Exception as exc:  # noqa: BLE001
+            raise ChatTemplateError(f"chat template error: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def supports_thinking(self) -> bool:
+        """Whether the template reacts to ``enable_thinking`` or speaks ``<think>`` (``--reasoning auto``)."""
+        if self._supports_thinking is None:
+            self._supports_thinking = THINK_OPEN in self.source or self._renders_differently_with_thinking()
+        return self._supports_thinking
+
+    def _renders_differently_with_thinking(self) -> bool:
+        probe = [{"role": "user", "content": "test"}]
+        fixed = datetime(2000, 1, 1)
+        try:
+            on = self.render(probe, context={"enable_thinking": True}, now=fixed)
+            off = self.render(probe, context={"enable_thinking": False}, now=fixed)
+        except ChatTemplateError:
+            return False
+        return on != off
+
+
+def _token_text(value: Any) -> str:
+    """A special token as tokenizer_config.json writes it: a string or an AddedToken object."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
+        return value["content"]
+    return ""
+
+
+def _named_templates(value: Any, origin: str) -> tuple[str | None, str | None]:
+    """(default, tool_use) from a ``chat_template`` value: a string, or a list of ``{name, template}``."""
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, list):
+        named: dict[str, str] = {}
+        for entry in value:
+            if not (isinstance(entry, Mapping) and isinstance(entry.get("name"), str)
+                    and isinstance(entry.get("template"), str)):
+                raise ChatTemplateError(f"{origin}: chat_template list entries need string 'name' and 'template'")
+            named[entry["name"]] = entry["template"]
+        return named.get("default"), named.get("tool_use")
+    raise ChatTemplateError(f"{origin}: chat_template must be a string or a list of named templates")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ChatTemplateError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ChatTemplateError(f"{path}: expected a JSON object")
+    return data
+
+
+def load_chat_template(
+    model_dir: str | Path | None = None,
+    *,
+    chat_template: str | None = None,
+    chat_template_file: str | Path | None = None,
+    bos_token: str | None = None,
+    eos_token: str | None = None,
+) -> ChatTemplate:
+    """The template a model serves with: ``--chat-template`` text or name, else ``--chat-template-file``, else the
+    checkpoint's (``chat_template.jinja``, ``chat_template.json``, then tokenizer_config.json), else chatml.
+
+    ``bos_token``/``eos_token`` override what tokenizer_config.json says (the loaded tokenizer knows best).
+    """
+    if chat_template and chat_template_file:
+        raise ChatTemplateError("--chat-template and --chat-template-file are both set; give one")
+    config: dict[str, Any] = {}
+    directory = Path(model_dir) if model_dir is not None else None
+    if directory is not None and (directory / "tokenizer_config.json").is_file():
+        config = _read_json(directory / "tokenizer_config.json")
+    bos = bos_token if bos_token is not None else _token_text(config.get("bos_token"))
+    eos = eos_token if eos_token is not None else _token_text(config.get("eos_token"))
+
+    if chat_template:
+        return ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template")
+    if chat_template_file:
+        path = Path(chat_template_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ChatTemplateError(f"--chat-template-file {path}: {exc}") from exc
+        return ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}")
+
+    default: str | None = None
+    tool_use: str | None = None
+    origin = "chatml (no template in the checkpoint)"
+    if directory is not None:
+        if (directory / "chat_template.jinja").is_file():
+            origin = str(directory / "chat_template.jinja")
+            try:
+                default = (directory / "chat_template.jinja").read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ChatTemplateError(f"cannot read {origin}: {exc}") from exc
+        elif (directory / "chat_template.json").is_file():
+            origin = str(directory / "chat_template.json")
+            default, tool_use = _named_templates(_read_json(Path(origin)).get("chat_template"), origin)
+        elif config.get("chat_template") is not None:
+            origin = str(directory / "tokenizer_config.json")
+            default, tool_use = _named_templates(config.get("chat_template"), origin)
+    if not default:
+        # As upstream: no default template means the tool_use one, or else chatml.
+        default = tool_use or "chatml"
+    return ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin)
+
