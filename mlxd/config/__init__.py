@@ -1,1 +1,21 @@
-"""Configuration: sources (defaults, config.ini, TOML, env, argv, presets) layered into one frozen Config with provenance."""
+"""Configuration: sources (defaults, config.ini, TOML, env, argv, presets, admin) layered into one frozen Config
+with provenance.
+
+Public surface: :func:`resolve`, :class:`ResolvedConfig` (``.config``, ``.provenance``, ``.config_hash``,
+``.is_router``, ``.models``, ``.explicit(name)``), :func:`apply_overrides`, :func:`diff` / :class:`ChangePlan`,
+:class:`Config`, the option table (:func:`table`, :class:`OptionSpec`), and :data:`UNSET`.
+"""
+
+from mlxd.config.diff import Change, ChangePlan, diff
+from mlxd.config.layering import apply_overrides, resolve
+from mlxd.config.model import Config
+from mlxd.config.options import Kind, OptionSpec, OptionTable, ValueType, field_name, table
+from mlxd.config.resolved import ModelResolved, ResolvedConfig, config_hash
+from mlxd.config.values import UNSET, Setting
+from mlxd.errors import ConfigError, ConfigProblem
+
+__all__ = [
+    "UNSET", "Change", "ChangePlan", "Config", "ConfigError", "ConfigProblem", "Kind", "ModelResolved",
+    "OptionSpec", "OptionTable", "ResolvedConfig", "Setting", "ValueType", "apply_overrides", "config_hash", "diff",
+    "field_name", "resolve", "table",
+]

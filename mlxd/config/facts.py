@@ -1,0 +1,344 @@
+"""mlxd's facts about every option, as one compact table.
+
+The upstream facts (spellings, env names, kind, category) come from the packaged b10621 inventory; this table adds
+what mlxd decides: the value type, the typed default, the domain, live or restart, and how mlxd treats the option.
+
+Each row is ``name type default attribute...`` (shell-quoted). Types: ``int float str bool list pair`` with a
+trailing ``?`` for "may be unset" (None). ``~`` is None, ``[]`` an empty list. Attributes:
+
+- ``restart``: a change needs a restart (listeners); every other option is live.
+- ``secret``: redacted in every rendering.
+- ``acc``: the env value and the command-line values accumulate (precedence.md rule 1.4).
+- ``append``: repeating the argument appends instead of replacing (rule 1.9).
+- ``split``: a value is a comma-separated list.
+- ``{a,b}``: the accepted words; ``>=N`` / ``N..M``: the accepted integer or float range; ``dom=NAME``: a custom
+  domain check in :mod:`mlxd.config.values`.
+- treatment: ``deferred`` (the default for b10621 rows: parsed and typed, behaviour comes with the engine, API or
+  admin), ``supported``, ``inert`` (any valid value has no effect under MLX), ``inert=a|b`` (those values are inert,
+  others are refused), ``refuse`` (any value but the default is refused), ``removed`` (b10621 itself rejects it),
+  ``check=NAME`` (a custom refusal rule in :mod:`mlxd.config.refusals`).
+- ``why=KEY``: the refusal reason in :data:`REASONS` (defaults to the option's own entry there, then its category).
+"""
+
+from __future__ import annotations
+
+B10621_ROWS = r"""
+usage                   bool   false
+version                 bool   false
+cache-list              bool   false
+completion-bash         bool   false
+threads                 int    -1          >=-1 inert
+threads-batch           int    -1          >=-1 inert
+cpu-mask                str    ""          refuse why=affinity
+cpu-range               str?   ~           refuse why=affinity
+cpu-strict              str    0           {0,1} inert=0 why=affinity
+prio                    int    0           -1..3 inert=0 why=affinity
+poll                    str    50          dom=percent inert
+cpu-mask-batch          str    ""          refuse why=affinity
+cpu-range-batch         str?   ~           refuse why=affinity
+cpu-strict-batch        int    0           0..1 inert=0 why=affinity
+prio-batch              int    0           -1..3 inert=0 why=affinity
+poll-batch              int?   ~           0..100 inert
+lookup-cache-static     str?   ~           refuse why=spec
+lookup-cache-dynamic    str?   ~           refuse why=spec
+ctx-size                int    0           >=0
+n-predict               int    -1          >=-2
+batch-size              int    2048        >=1
+ubatch-size             int    512         >=1
+keep                    int    0           >=-1
+swa-full                bool   false
+swa-checkpoints         int    32          >=0
+checkpoint-min-step     int    8192        >=0
+cache-ram               int    8192        >=-1
+kv-unified              bool?  ~
+cache-idle-slots        bool   true
+context-shift           bool   false
+flash-attn              str    auto        {on,off,auto} inert=on|auto
+perf                    bool   false
+escape                  bool   true        inert
+reverse-prompt          list   []          append
+special                 bool   false
+warmup                  bool   true
+spm-infill              bool   false
+samplers                str    penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature
+seed                    int    -1
+sampling-seq            str    edskypmxt
+ignore-eos              bool   false
+temperature             float  0.8
+top-k                   int    40          >=0
+top-p                   float  0.95
+min-p                   float  0.05
+top-n-sigma             float  -1.0
+xtc-probability         float  0.0
+xtc-threshold           float  0.1
+typical-p               float  1.0
+repeat-last-n           int    64          >=-1
+repeat-penalty          float  1.0
+presence-penalty        float  0.0
+frequency-penalty       float  0.0
+dry-multiplier          float  0.0
+dry-base                float  1.75
+dry-allowed-length      int    2
+dry-penalty-last-n      int    64          >=-1
+dry-sequence-breaker    list   @breakers   append
+adaptive-target         float  -1.0
+adaptive-decay          float  0.9
+dynatemp-range          float  0.0
+dynatemp-exp            float  1.0
+mirostat                int    0           0..2
+mirostat-lr             float  0.1
+mirostat-ent            float  5.0
+logit-bias              list   []          append
+grammar                 str?   ~
+grammar-file            str?   ~
+json-schema             str?   ~
+json-schema-file        str?   ~
+backend-sampling        bool   false       inert
+pooling                 str?   ~           {none,mean,cls,last,rank}
+rope-scaling            str?   ~           {none,linear,yarn}
+rope-scale              float? ~           check=rope
+rope-freq-base          float? ~
+rope-freq-scale         float? ~           check=rope
+yarn-orig-ctx           int    0           >=0
+yarn-ext-factor         float  -1.0
+yarn-attn-factor        float  -1.0
+yarn-beta-slow          float  -1.0
+yarn-beta-fast          float  -1.0
+kv-offload              bool   true        inert
+repack                  bool   true        inert
+no-host                 bool   false       inert
+cache-type-k            str    f16         dom=ggml_type inert=f16 why=kv-type
+cache-type-v            str    f16         dom=ggml_type inert=f16 why=kv-type
+defrag-thold            float? ~           inert
+parallel                int    -1          >=-1
+cont-batching           bool   true
+mmproj                  str?   ~           refuse why=multimodal
+mmproj-url              str?   ~           refuse why=multimodal
+mmproj-auto             bool   true        inert
+mmproj-offload          bool   true        inert
+mmproj-device           str    auto        inert=auto why=multimodal
+image-min-tokens        int?   ~           inert
+image-max-tokens        int?   ~           inert
+mtmd-batch-max-tokens   int    1024        inert
+rpc                     str?   ~           refuse
+mlock                   bool   false       refuse
+mmap                    bool?  ~           inert
+direct-io               bool?  ~           inert
+load-mode               str    auto        inert=auto
+numa                    str?   ~           {distribute,isolate,numactl} refuse
+device                  str?   ~           refuse
+list-devices            bool   false
+override-tensor         list   []          split refuse why=placement
+cpu-moe                 bool   false       acc refuse why=placement
+n-cpu-moe               int    0           >=0 acc refuse why=placement
+n-gpu-layers            str    auto        dom=ngl check=ngl
+split-mode              str?   ~           {none,layer,row,tensor} inert
+tensor-split            str?   ~           refuse why=multi-gpu
+main-gpu                int    0           >=0 inert=0 why=multi-gpu
+fit                     str    on          {on,off} inert
+fit-target              str    1024        inert
+fit-ctx                 int    4096        >=0 inert
+check-tensors           bool   false       inert
+override-kv             list   []          split refuse
+op-offload              bool   true        inert
+lora                    list   []          split append
+lora-scaled             list   []          split append
+control-vector          list   []          split append refuse why=control-vector
+control-vector-scaled   list   []          split append refuse why=control-vector
+control-vector-layer-range pair? ~         refuse why=control-vector
+alias                   list   []          split acc
+tags                    list   []          split acc
+model                   str?   ~           check=model
+model-url               str?   ~           refuse
+docker-repo             str?   ~           refuse
+hf-repo                 str?   ~           check=hf-repo
+hf-file                 str?   ~           refuse
+hf-token                str?   ~           secret
+embd-normalize          int    2           >=-1
+host                    str    127.0.0.1   restart
+port                    int    8080        0..65535 restart
+reuse-port              bool   false       restart
+path                    str    ""          restart
+cors-origins            str    *
+cors-methods            str    "GET, POST, DELETE, OPTIONS"
+cors-headers            str    *
+cors-credentials        bool   true
+api-prefix              str    ""          restart
+webui-config            str?   ~
+webui-config-file       str?   ~
+webui-mcp-proxy         bool   false
+tools                   str?   ~
+tools-runtime           str?   ~
+mcp-servers-config      str?   ~
+mcp-servers-json        str?   ~
+agent                   bool   false
+webui                   bool   true        restart
+embeddings              bool   false
+reranking               bool   false
+api-key                 list   []          split acc secret
+api-key-file            str?   ~
+ssl-key-file            str?   ~           restart
+ssl-cert-file           str?   ~           restart
+chat-template-kwargs    str?   ~
+timeout                 int    3600        >=0
+sse-ping-interval       int    30
+threads-http            int    -1          >=-1 restart
+cache-prompt            bool   true
+cache-reuse             int    0           >=0
+metrics                 bool   false
+props                   bool   false
+slots                   bool   true
+slot-save-path          str?   ~
+media-path              str?   ~
+models-dir              str?   ~
+models-preset           str?   ~
+models-max              int    4           >=0
+models-autoload         bool   true
+jinja                   bool   true
+reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
+reasoning               str    auto        {on,off,auto}
+reasoning-effort        str    default
+reasoning-budget        int    -1          >=-1
+reasoning-budget-message str?  ~
+reasoning-preserve      bool?  ~
+chat-template           str?   ~
+chat-template-file      str?   ~
+skip-chat-parsing       bool   false
+prefill-assistant       bool   true
+slot-prompt-similarity  float  0.1
+lora-init-without-apply bool   false
+sleep-idle-seconds      int    -1          >=-1
+log-disable             bool   false
+log-file                str?   ~
+log-prompts-dir         str?   ~
+log-colors              str    auto        {on,off,auto}
+log-verbose             bool   false
+offline                 bool   false
+log-verbosity           int    3
+log-prefix              bool   false
+log-timestamps          bool   false
+hf-repo-draft           str?   ~           refuse why=spec
+threads-draft           int    -1          refuse why=spec
+threads-batch-draft     int    -1          refuse why=spec
+cpu-mask-draft          str    ""          refuse why=spec
+cpu-range-draft         str?   ~           refuse why=spec
+cpu-strict-draft        int    0           refuse why=spec
+prio-draft              int    0           refuse why=spec
+poll-draft              int    50          refuse why=spec
+cpu-mask-batch-draft    str    ""          refuse why=spec
+cpu-strict-batch-draft  int    0           refuse why=spec
+prio-batch-draft        int    0           refuse why=spec
+poll-batch-draft        int    50          refuse why=spec
+cache-type-k-draft      str    f16         dom=ggml_type refuse why=spec
+cache-type-v-draft      str    f16         dom=ggml_type refuse why=spec
+override-tensor-draft   list   []          split refuse why=spec
+cpu-moe-draft           bool   false       acc refuse why=spec
+n-cpu-moe-draft         int    0           >=0 acc refuse why=spec
+spec-draft-n-max        int    3           refuse why=spec
+spec-draft-n-min        int    0           refuse why=spec
+draft-p-split           float  0.1         refuse why=spec
+draft-p-min             float  0.0         refuse why=spec
+spec-draft-backend-sampling bool true      refuse why=spec
+device-draft            str?   ~           refuse why=spec
+n-gpu-layers-draft      str    auto        dom=ngl refuse why=spec
+model-draft             str?   ~           refuse why=spec
+spec-type               list   []          split acc append inert=none why=spec
+spec-ngram-mod-n-min    int    48          refuse why=spec
+spec-ngram-mod-n-max    int    64          refuse why=spec
+spec-ngram-mod-n-match  int    24          refuse why=spec
+spec-ngram-simple-size-n int   12          refuse why=spec
+spec-ngram-simple-size-m int   48          refuse why=spec
+spec-ngram-simple-min-hits int 1           refuse why=spec
+spec-ngram-map-k-size-n int    12          refuse why=spec
+spec-ngram-map-k-size-m int    48          refuse why=spec
+spec-ngram-map-k-min-hits int  1           refuse why=spec
+spec-ngram-map-k4v-size-n int  12          refuse why=spec
+spec-ngram-map-k4v-size-m int  48          refuse why=spec
+spec-ngram-map-k4v-min-hits int 1          refuse why=spec
+draft-max               str?   ~           removed
+draft-n-min             str?   ~           removed
+spec-ngram-size-n       str?   ~           removed
+spec-ngram-size-m       str?   ~           removed
+spec-ngram-min-hits     str?   ~           removed
+embd-gemma-default      bool   false       refuse why=builtin-preset
+fim-qwen-1.5b-default   bool   false       refuse why=builtin-preset
+fim-qwen-3b-default     bool   false       refuse why=builtin-preset
+fim-qwen-7b-default     bool   false       refuse why=builtin-preset
+fim-qwen-7b-spec        bool   false       refuse why=builtin-preset
+fim-qwen-14b-spec       bool   false       refuse why=builtin-preset
+fim-qwen-30b-default    bool   false       refuse why=builtin-preset
+gpt-oss-20b-default     bool   false       refuse why=builtin-preset
+gpt-oss-120b-default    bool   false       refuse why=builtin-preset
+vision-gemma-4b-default bool   false       refuse why=builtin-preset
+vision-gemma-12b-default bool  false       refuse why=builtin-preset
+spec-default            bool   false       refuse why=builtin-preset
+"""
+
+# mlxd's own options: ``name kind type default attribute...`` where kind is ``value`` or ``pair`` (``--x``/``--no-x``).
+# Their env name is MLXD_ + the name in upper case with '_' for '-'.
+MLXD_ROWS = r"""
+config            value str?   ~          restart supported
+admin-listen      value str?   ~          restart
+admin-token-file  value str?   ~          restart
+watch-config      pair  bool   false
+model-store-root  value str?   ~
+cpu-blas          value str    auto       {auto,system,bundled} restart
+shutdown-timeout  value float  30.0       0..86400
+"""
+
+# One-line help for mlxd's own options (b10621's come from its help text).
+MLXD_HELP = {
+    "config": "TOML configuration file (keys are option names; [models.NAME] tables are per-model overlays)",
+    "admin-listen": "address of the admin listener, HOST:PORT or a unix socket path (default: no admin listener)",
+    "admin-token-file": "file holding the bearer token the admin listener requires",
+    "watch-config": "reload when the TOML file or the presets file changes",
+    "model-store-root": "directory of MLX checkpoints offered as models in router mode (default: the hub cache)",
+    "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
+    "shutdown-timeout": "seconds a graceful shutdown waits for in-flight generations",
+}
+
+# Why an option is refused, and what to use instead. Keyed by option name or by a ``why=`` key.
+REASONS: dict[str, tuple[str, str]] = {
+    "affinity": ("CPU affinity and thread priority belong to ggml's thread pool; MLX schedules its own threads",
+                 "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
+    "spec": ("speculative decoding is not implemented by mlxd's engine",
+             "leave it unset; mlxd decodes without a draft model"),
+    "multimodal": ("multimodal projectors are GGUF files that the MLX engine cannot load",
+                   "serve a text model; multimodal input is not supported"),
+    "kv-type": ("the KV cache is kept in the checkpoint's own dtype; ggml cache types do not apply to MLX",
+                "leave it at f16 or unset"),
+    "placement": ("tensor placement between CPU and GPU is a ggml feature; MLX keeps every tensor in unified memory",
+                  "leave it unset"),
+    "multi-gpu": ("MLX runs a model on one device", "leave it unset"),
+    "control-vector": ("control vectors are GGUF files that the MLX engine cannot apply",
+                       "leave it unset; use a LoRA adapter (--lora) instead"),
+    "builtin-preset": ("built-in presets download GGUF models",
+                       "pass an MLX checkpoint with -m DIR or --hf-repo ORG/NAME and the sampling options you need"),
+    "rpc": ("RPC offloading is a ggml backend", "run one mlxd per machine"),
+    "mlock": ("MLX does not lock model memory", "leave it unset"),
+    "numa": ("NUMA placement is a ggml feature", "leave it unset; use numactl on the whole process"),
+    "device": ("devices are ggml backend names; MLX uses its default device", "leave it unset"),
+    "override-kv": ("GGUF metadata overrides do not apply to MLX checkpoints",
+                    "edit the checkpoint's config.json instead"),
+    "model-url": ("it downloads a GGUF file", "download an MLX checkpoint and pass its directory with -m"),
+    "docker-repo": ("it pulls a GGUF model from Docker Hub", "pass an MLX checkpoint with -m DIR or --hf-repo"),
+    "hf-file": ("it selects a GGUF file inside a repository", "pass an MLX repository with --hf-repo ORG/NAME"),
+    "removed": ("b10621 itself rejects it as removed", "use --spec-draft-n-max / --spec-draft-n-min or drop it"),
+    "model": ("GGUF files cannot be loaded by MLX", "pass the directory of an MLX checkpoint (config.json and "
+              "*.safetensors), or convert with `mlx_lm.convert`"),
+    "hf-repo": ("a ':QUANT' tag selects a GGUF file", "pass an MLX repository without a tag, e.g. mlx-community/NAME"),
+    "ngl": ("partial GPU offload is a ggml feature; MLX keeps the whole model on one device",
+            "use -ngl all (or auto, or 99), which is what mlxd does"),
+    "rope": ("--rope-scale N means --rope-freq-scale 1/N, and the two values given disagree",
+             "give only one of them"),
+    "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
+}
+
+# Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.
+CATEGORY_REASONS: dict[str, tuple[str, str]] = {
+    "common": ("it configures a ggml backend feature that MLX does not have", "leave it unset"),
+    "speculative": REASONS["spec"],
+}
+
+# The list default of --dry-sequence-breaker (help: ('\n', ':', '"', '*')).
+DRY_SEQUENCE_BREAKERS = ["\n", ":", '"', "*"]

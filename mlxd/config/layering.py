@@ -1,0 +1,243 @@
+"""Layering: read every source, merge them in precedence order, check, and build the ResolvedConfig.
+
+One process (design.md "Precedence"): defaults < config.ini < TOML < env < command line < admin. Router mode, per
+model (precedence.md rule 2.15): defaults < config.ini < TOML < env < presets ``[*]`` < the model's entry (store <
+``--models-dir`` < preset section, then TOML ``[models.NAME]``) < the router's explicit command-line flags, less
+the reserved ones (rule 2.10) < admin.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from mlxd.config.options import OptionTable, table
+from mlxd.config.refusals import contradictions, refusals
+from mlxd.config.resolved import ModelResolved, ResolvedConfig, build_config, config_hash
+from mlxd.config.sources.argv import ArgvSource
+from mlxd.config.sources.base import Layer
+from mlxd.config.sources.configini import SYSTEM_DIR, ConfigIniSource, config_ini_paths
+from mlxd.config.sources.defaults import DefaultsSource
+from mlxd.config.sources.env import EnvSource
+from mlxd.config.sources.keys import bad_value, keyed_setting, lookup, unknown_key
+from mlxd.config.sources.presets import Presets, PresetsSource
+from mlxd.config.sources.toml import TomlSource
+from mlxd.config.values import UNSET, BadValue, Setting
+from mlxd.errors import ConfigError, ConfigProblem
+
+# Router command-line options that are not laid over every model (precedence.md rule 2.10).
+ROUTER_RESERVED = frozenset({"ssl-key-file", "ssl-cert-file", "api-key", "models-dir", "models-max",
+                             "models-preset", "models-autoload", "model", "mmproj", "alias", "hf-repo"})
+
+
+@dataclass
+class Sources:
+    """Everything read from the outside world, kept so that overrides can be layered on later."""
+
+    defaults: Layer
+    config_ini: Layer
+    toml: Layer
+    env: Layer
+    cli: Layer
+    admin: Layer = field(default_factory=lambda: Layer("admin"))
+    presets: Presets | None = None
+    models_dir: dict[str, str] = field(default_factory=dict)
+    store_models: dict[str, str] = field(default_factory=dict)
+    problems: list[ConfigProblem] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def base_layers(self) -> list[Layer]:
+        return [self.defaults, self.config_ini, self.toml, self.env]
+
+
+def merge(layers: list[Layer], tbl: OptionTable) -> dict[str, Setting]:
+    """Later layers win; accumulating options add env and command-line lists together (rule 1.4)."""
+    out: dict[str, Setting] = {}
+    accumulated: dict[str, bool] = {}
+    for layer in layers:
+        for name, setting in layer.settings.items():
+            previous = out.get(name)
+            if (tbl.get(name).accumulate and layer.accumulates and previous is not None and accumulated.get(name)
+                    and isinstance(setting.value, list)):
+                setting = Setting(list(previous.value) + list(setting.value), setting.source)
+            out[name] = setting
+            accumulated[name] = layer.accumulates
+    return out
+
+
+def _read_text(path: str, option: str, source: str, problems: list[ConfigProblem]) -> bytes | None:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        problems.append(ConfigProblem(option, source, f"cannot read the file: {exc.strerror or exc}", value=path))
+        return None
+
+
+def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: Path = SYSTEM_DIR,
+                 read_config_ini: bool = True, store_models: Mapping[str, str] | None = None) -> Sources:
+    """Read every source once: the command line, the environment and the files they name."""
+    tbl = table()
+    cli = ArgvSource(argv, tbl).read()
+    env_layer = EnvSource(env, tbl).read()
+    problems: list[ConfigProblem] = []
+    toml_layer = Layer("toml")
+    config = cli.settings.get("config") or env_layer.settings.get("config")
+    if config is not None and config.value:
+        data = _read_text(config.value, "config", config.source, problems)
+        if data is not None:
+            toml_layer = TomlSource(data, config.value, tbl).read()
+    ini_files = []
+    if read_config_ini:
+        for path in config_ini_paths(env, system_config_dir):
+            if path.is_file():
+                data = _read_text(str(path), "config.ini", f"ini:{path}", problems)
+                if data is not None:
+                    ini_files.append((str(path), data.decode("utf-8", errors="replace")))
+    sources = Sources(DefaultsSource(tbl).read(), ConfigIniSource(ini_files, tbl).read(), toml_layer, env_layer,
+                      cli, store_models=dict(store_models or {}), problems=problems)
+    base = merge(sources.base_layers() + [cli], tbl)
+    preset = base["models-preset"]
+    if preset.value:
+        data = _read_text(preset.value, "models-preset", preset.source, problems)
+        if data is not None:
+            sources.presets = PresetsSource(data.decode("utf-8", errors="replace"), preset.value, tbl).read()
+    models_dir = base["models-dir"]
+    if models_dir.value:
+        sources.models_dir = _scan_models_dir(models_dir, problems, sources.warnings)
+    return sources
+
+
+def _scan_models_dir(setting: Setting, problems: list[ConfigProblem], warnings: list[str]) -> dict[str, str]:
+    """Each subdirectory of --models-dir is a model named after it (an MLX checkpoint directory)."""
+    root = Path(setting.value)
+    if not root.is_dir():
+        problems.append(ConfigProblem("models-dir", setting.source, "not a directory", value=setting.value))
+        return {}
+    found = {}
+    for child in sorted(root.iterdir()):
+        if child.is_dir():
+            found[child.name] = str(child)
+        elif child.suffix.lower() == ".gguf":
+            warnings.append(f"{setting.source}: skipped {child.name}: GGUF files cannot be loaded by MLX")
+    return found
+
+
+def layer(sources: Sources) -> ResolvedConfig:
+    """Merge, check and build; raises ConfigError listing every problem."""
+    tbl = table()
+    layers = sources.base_layers() + [sources.cli, sources.admin]
+    problems = list(sources.problems)
+    warnings = list(sources.warnings)
+    for lay in layers:
+        problems.extend(lay.problems)
+        warnings.extend(lay.warnings)
+    base = merge(layers, tbl)
+    problems.extend(contradictions(base))
+    problems.extend(refusals(base, tbl))
+    is_router = not any(base[name].value for name in ("model", "hf-repo", "docker-repo"))
+    models: dict[str, ModelResolved] = {}
+    if sources.presets is not None:
+        problems.extend(sources.presets.problems)
+    if is_router:
+        models = _router_models(sources, tbl, problems)
+    elif sources.toml.models:
+        warnings.append("toml: [models.NAME] tables apply in router mode only; a model is given, so they are unused")
+    problems = _unique(problems)
+    if problems:
+        raise ConfigError(problems)
+    try:
+        config = build_config(base)
+    except ValidationError as exc:  # the sources type every value; this guards the table against drift
+        raise ConfigError([ConfigProblem(None, None, f"internal type mismatch: {exc}")]) from exc
+    return ResolvedConfig(config=config, provenance={n: s.source for n, s in base.items()},
+                          config_hash=config_hash(config), is_router=is_router, models=models,
+                          warnings=tuple(warnings), sources=sources)
+
+
+def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProblem]) -> dict[str, ModelResolved]:
+    entries: dict[str, tuple[str, dict[str, Setting]]] = {}
+    for name, path in sources.store_models.items():
+        entries[name] = ("store", {"model": Setting(path, "store")})
+    for name, path in sources.models_dir.items():  # replaces a store entry outright (rule 2.9)
+        entries[name] = ("models-dir", {"model": Setting(path, f"models-dir:{path}")})
+    overlays: list[tuple[str, dict[str, dict[str, Setting]]]] = []
+    if sources.presets is not None:
+        overlays.append(("preset", sources.presets.models))
+    overlays.append(("toml", sources.toml.models))
+    for kind, models in overlays:  # merges key by key over what is there (rule 2.9)
+        for name, settings in models.items():
+            _, current = entries.get(name, (kind, {}))
+            entries[name] = (kind, {**current, **settings})
+    global_layer = Layer("preset", sources.presets.global_settings if sources.presets else {})
+    cli_overlay = Layer("cli", {n: s for n, s in sources.cli.settings.items() if n not in ROUTER_RESERVED})
+    out = {}
+    for name, (kind, settings) in sorted(entries.items()):
+        merged = merge(sources.base_layers() + [global_layer, Layer("entry", settings), cli_overlay, sources.admin],
+                       tbl)
+        model_problems = refusals(merged, tbl) + contradictions(merged, model_argument=False)
+        for p in model_problems:
+            problems.append(replace(p, message=f"model '{name}': {p.message}"))
+        if model_problems:
+            continue
+        try:
+            config = build_config(merged)
+        except ValidationError as exc:
+            problems.append(ConfigProblem(None, kind, f"model '{name}': internal type mismatch: {exc}"))
+            continue
+        extras = sources.presets.extras.get(name, {}) if sources.presets else {}
+        out[name] = ModelResolved(name, kind, config, {n: s.source for n, s in merged.items()}, dict(extras))
+    return out
+
+
+def _unique(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+    seen: set[str] = set()
+    out = []
+    for p in problems:
+        key = p.render()
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
+def resolve(argv: list[str], env: Mapping[str, str] | None = None, *, system_config_dir: Path = SYSTEM_DIR,
+            read_config_ini: bool = True, store_models: Mapping[str, str] | None = None) -> ResolvedConfig:
+    """Resolve a llama-server command line and an environment snapshot into one ResolvedConfig.
+
+    ``env`` defaults to ``os.environ``; ``store_models`` (name -> checkpoint directory) is the model store's
+    listing for router mode. Raises ConfigError with every problem found.
+    """
+    sources = read_sources(argv, os.environ if env is None else env, system_config_dir=system_config_dir,
+                           read_config_ini=read_config_ini, store_models=store_models)
+    return layer(sources)
+
+
+def apply_overrides(resolved: ResolvedConfig, overrides: Mapping[str, Any], source: str = "admin") -> ResolvedConfig:
+    """A new ResolvedConfig with ``{name: value}`` laid over everything (keys in any spelling without dashes;
+    values as in TOML). ``UNSET`` as a value removes an earlier override. Raises ConfigError; ``resolved`` is
+    unchanged either way."""
+    tbl = table()
+    if resolved.sources is None:
+        raise ConfigError([ConfigProblem(None, source, "this configuration was not built from sources")])
+    admin = Layer("admin", dict(resolved.sources.admin.settings))
+    problems = []
+    for key, raw in overrides.items():
+        spec = lookup(tbl, key, env_names=False)
+        if spec is None:
+            problems.append(unknown_key(tbl, key, source))
+            continue
+        if raw is UNSET:
+            admin.settings.pop(spec.name, None)
+            continue
+        try:
+            admin.settings[spec.name] = keyed_setting(spec, key, raw, source, native=True)
+        except BadValue as exc:
+            problems.append(bad_value(spec, raw, source, exc))
+    if problems:
+        raise ConfigError(problems)
+    return layer(replace(resolved.sources, admin=admin))

@@ -1,0 +1,115 @@
+"""Refusals: options mlxd parses but cannot honour, and options that contradict each other.
+
+Driven by the option table: a ``refuse`` row is refused for any value but its default, an ``inert=`` row for any
+value outside its inert set, a ``removed`` row always, and a ``check=`` row by the rule of that name below. Defaults
+are never refused. Every refusal names the value, why, and what to use instead, before any model loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mlxd.config.options import OptionSpec, OptionTable
+from mlxd.config.values import Setting
+from mlxd.errors import ConfigProblem
+
+# n-gpu-layers values that mean "the whole model on the device", which is what MLX does. 99 and above is
+# llama.cpp's customary "all".
+_ALL_LAYERS_FROM = 99
+
+
+def _shown(spec: OptionSpec, value: Any) -> str:
+    if spec.secret:
+        return "<redacted>"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _refusal(spec: OptionSpec, setting: Setting, reason: tuple[str, str] | None = None) -> ConfigProblem:
+    why, instead = reason or spec.reason or ("mlxd cannot honour it", "leave it unset")
+    return ConfigProblem(spec.name, setting.source, f"not supported by mlxd: {why}; {instead}",
+                         value=_shown(spec, setting.value))
+
+
+def _model_rule(spec: OptionSpec, value: Any) -> bool:
+    return isinstance(value, str) and value.lower().endswith((".gguf", ".ggml"))
+
+
+def _hf_repo_rule(spec: OptionSpec, value: Any) -> bool:
+    return isinstance(value, str) and ":" in value
+
+
+def _ngl_rule(spec: OptionSpec, value: Any) -> bool:
+    if value in ("auto", "all"):
+        return False
+    n = int(value)
+    return not (n == -1 or n >= _ALL_LAYERS_FROM)
+
+
+# A check=NAME rule: True when the value must be refused.
+RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
+    "model": _model_rule,
+    "hf-repo": _hf_repo_rule,
+    "ngl": _ngl_rule,
+    "rope": lambda spec, value: False,  # a cross-option rule, see contradictions()
+}
+
+
+def _is_refused(spec: OptionSpec, value: Any) -> bool:
+    if spec.treatment == "removed":
+        return True
+    if spec.check:
+        return RULES[spec.check](spec, value)
+    if value == spec.default:
+        return False
+    if spec.treatment == "refuse":
+        return True
+    if spec.inert_values is not None:
+        items = value if isinstance(value, list) else [value]
+        return any(str(item) not in spec.inert_values for item in items)
+    return False
+
+
+def refusals(settings: Mapping[str, Setting], table: OptionTable) -> list[ConfigProblem]:
+    """One problem per explicitly set option whose value mlxd refuses."""
+    problems = []
+    for name, setting in settings.items():
+        spec = table.get(name)
+        if setting.source != "default" and _is_refused(spec, setting.value):
+            problems.append(_refusal(spec, setting))
+    return problems
+
+
+def _explicit(settings: Mapping[str, Setting], name: str) -> Setting | None:
+    setting = settings.get(name)
+    return setting if setting is not None and setting.source != "default" and setting.value is not None else None
+
+
+def contradictions(settings: Mapping[str, Setting], *, model_argument: bool = True) -> list[ConfigProblem]:
+    """Options that contradict each other: one problem per pair, naming both sources."""
+    problems = []
+    model = _explicit(settings, "model") if model_argument else None
+    hf_repo = _explicit(settings, "hf-repo") if model_argument else None
+    models_dir = _explicit(settings, "models-dir")
+    preset = _explicit(settings, "models-preset")
+    if models_dir and model:
+        problems.append(ConfigProblem("models-dir", models_dir.source,
+                                      f"cannot be combined with a model ({model.source}): --models-dir starts "
+                                      "router mode; drop -m or drop --models-dir", value=models_dir.value))
+    if preset and (model or hf_repo):
+        other = model or hf_repo
+        assert other is not None
+        problems.append(ConfigProblem("models-preset", preset.source,
+                                      f"cannot be combined with a model argument ({other.source}): presets "
+                                      "configure router mode; drop the model argument or the presets file",
+                                      value=preset.value))
+    scale = _explicit(settings, "rope-scale")
+    freq_scale = _explicit(settings, "rope-freq-scale")
+    if scale and freq_scale and (scale.value == 0 or abs(freq_scale.value - 1.0 / scale.value) > 1e-6):
+        problems.append(ConfigProblem("rope-scale", scale.source,
+                                      f"contradicts rope-freq-scale={freq_scale.value} ({freq_scale.source}): "
+                                      "--rope-scale N means --rope-freq-scale 1/N; give only one of them",
+                                      value=str(scale.value)))
+    return problems

@@ -1,0 +1,91 @@
+"""Renderings of a resolved configuration: the explain table (text, JSON) and TOML (dump, from-args)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tomli_w
+
+from mlxd.config.model import Config
+from mlxd.config.options import OptionSpec, table
+from mlxd.config.resolved import ResolvedConfig
+
+REDACTED = "<redacted>"
+
+
+def shown(spec: OptionSpec, value: Any) -> Any:
+    """A value as it may be shown to anyone: secrets redacted, emptiness kept visible."""
+    if spec.secret and value:
+        return [REDACTED] * len(value) if isinstance(value, list) else REDACTED
+    return value
+
+
+def _options(config: Config, provenance: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {spec.name: {"value": shown(spec, getattr(config, spec.field)), "source": provenance[spec.name]}
+            for spec in table()}
+
+
+def explain_data(resolved: ResolvedConfig) -> dict[str, Any]:
+    """``{"options": {NAME: {"value", "source"}}}`` for every option; router mode adds ``"models"``."""
+    data: dict[str, Any] = {"options": _options(resolved.config, resolved.provenance)}
+    if resolved.is_router:
+        data["models"] = {name: _options(m.config, m.provenance) for name, m in resolved.models.items()}
+    return data
+
+
+def explain_json(resolved: ResolvedConfig) -> str:
+    return json.dumps(explain_data(resolved), indent=2, ensure_ascii=False) + "\n"
+
+
+def _text_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def explain_text(resolved: ResolvedConfig) -> str:
+    """One line per option: ``name = value  (source)``, explicitly set options first."""
+    lines = [f"# config hash {resolved.config_hash}", f"# mode: {'router' if resolved.is_router else 'single model'}"]
+    specs = sorted(table(), key=lambda s: resolved.provenance[s.name] == "default")
+    for spec in specs:
+        value = shown(spec, getattr(resolved.config, spec.field))
+        lines.append(f"{spec.name} = {_text_value(value)}  ({resolved.provenance[spec.name]})")
+    for name, model in resolved.models.items():
+        lines.append(f"\n[model {name}] ({model.source})")
+        for spec in table():
+            if model.provenance[spec.name] != resolved.provenance[spec.name] or (
+                    getattr(model.config, spec.field) != getattr(resolved.config, spec.field)):
+                value = shown(spec, getattr(model.config, spec.field))
+                lines.append(f"{spec.name} = {_text_value(value)}  ({model.provenance[spec.name]})")
+    return "\n".join(lines) + "\n"
+
+
+def toml_values(config: Config, *, only: set[str] | None = None, all_values: bool = False,
+                secrets: bool = False, base: Config | None = None) -> dict[str, Any]:
+    """The TOML document of a Config: values that differ from the default (or from ``base``), all with
+    ``all_values``, only the names in ``only`` when given. None (unset) has no TOML form and is left out."""
+    out: dict[str, Any] = {}
+    for spec in table():
+        if spec.name == "config" or (only is not None and spec.name not in only):
+            continue
+        value = getattr(config, spec.field)
+        reference = getattr(base, spec.field) if base is not None else spec.default
+        if value is None or (not all_values and only is None and value == reference):
+            continue
+        out[spec.name] = shown(spec, value) if not secrets else value
+    return out
+
+
+def dump_toml(resolved: ResolvedConfig, *, all_values: bool = False, secrets: bool = False) -> str:
+    """The resolved configuration as TOML (tomli-w); router models as ``[models.NAME]`` tables of what differs
+    from the base."""
+    doc = toml_values(resolved.config, all_values=all_values, secrets=secrets)
+    if resolved.models:
+        doc["models"] = {name: toml_values(m.config, secrets=secrets, base=resolved.config)
+                         for name, m in resolved.models.items()}
+    return tomli_w.dumps(doc)
+
+
+def from_args_toml(resolved: ResolvedConfig) -> str:
+    """The options a command line set, as TOML (secrets included: the output is the user's own input)."""
+    cli = {name for name, source in resolved.provenance.items() if source.startswith("cli:")}
+    return tomli_w.dumps(toml_values(resolved.config, only=cli, secrets=True))

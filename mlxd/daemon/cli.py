@@ -1,0 +1,191 @@
+"""Command-line entry points: ``mlxd`` (subcommands) and ``mlxd-server`` (a drop-in for llama-server).
+
+The configuration tools (``mlxd config ...``, ``mlxd compat report``) live here; ``serve``, ``dev`` and ``admin``
+are dispatched lazily to their own modules. Exit codes: 0 ok, 1 failure, 2 configuration or usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from typing import TYPE_CHECKING
+
+from mlxd.errors import ConfigError, ConfigProblem, MlxdError
+
+if TYPE_CHECKING:
+    from mlxd.config import ResolvedConfig
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+# subcommand -> (module, what it is), each module exposing main(argv: list[str]) -> int
+_DISPATCH = {
+    "serve": ("mlxd.daemon.serve", "the server"),
+    "dev": ("mlxd.engine.synth", "the developer tools"),
+    "admin": ("mlxd.admin.client", "the admin client"),
+}
+
+
+def _split_dashdash(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _report(problems: list[ConfigProblem]) -> int:
+    for problem in problems:
+        print(f"error: {problem.render()}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _dispatch(module_name: str, what: str, argv: list[str]) -> int:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            print(f"error: {what} ({module_name}) is not available in this build", file=sys.stderr)
+        else:
+            print(f"error: {what} cannot start: missing module {exc.name}", file=sys.stderr)
+        return EXIT_CONFIG
+    entry: Callable[[list[str]], int] = module.main
+    return int(entry(argv))
+
+
+def _resolve(args: list[str], config: str | None) -> "ResolvedConfig":
+    from mlxd.config import resolve
+
+    return resolve((["--config", config] if config else []) + args, dict(os.environ))
+
+
+def _config_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mlxd config", description="inspect and convert configuration")
+    sub = parser.add_subparsers(dest="command", required=True)
+    explain = sub.add_parser("explain", help="the resolved configuration with each value's source")
+    explain.add_argument("--config", help="TOML configuration file")
+    explain.add_argument("--format", choices=("text", "json"), default="text")
+    check = sub.add_parser("check", help="validate a TOML file or a presets INI file")
+    check.add_argument("file")
+    dump = sub.add_parser("dump", help="the resolved configuration as TOML")
+    dump.add_argument("--config", help="TOML configuration file")
+    dump.add_argument("--all", action="store_true", help="every option, not only those that differ from the default")
+    dump.add_argument("--show-secrets", action="store_true", help="print secrets instead of redacting them")
+    sub.add_parser("from-args", help="a llama-server command line (after --) as TOML")
+    return parser
+
+
+def _config_command(argv: list[str]) -> int:
+    from mlxd.config import render
+
+    own, rest = _split_dashdash(argv)
+    args = _config_parser().parse_args(own)
+    if args.command == "explain":
+        resolved = _resolve(rest, args.config)
+        text = render.explain_json(resolved) if args.format == "json" else render.explain_text(resolved)
+    elif args.command == "check":
+        return _check(args.file)
+    elif args.command == "dump":
+        resolved = _resolve(rest, args.config)
+        text = render.dump_toml(resolved, all_values=args.all, secrets=args.show_secrets)
+    else:
+        from mlxd.config import resolve
+
+        text = render.from_args_toml(resolve(rest, {}, read_config_ini=False))
+    for warning in resolved.warnings if args.command in ("explain", "dump") else ():
+        print(f"warning: {warning}", file=sys.stderr)
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _check(file: str) -> int:
+    from mlxd.config import resolve
+
+    path = Path(file)
+    if not path.is_file():
+        return _report([ConfigProblem(None, file, "no such file")])
+    option = "--config" if _looks_like_toml(path) else "--models-preset"
+    resolve([option, file], {}, read_config_ini=False)
+    print(f"{file}: ok ({'TOML' if option == '--config' else 'presets INI'})")
+    return EXIT_OK
+
+
+def _looks_like_toml(path: Path) -> bool:
+    if path.suffix.lower() == ".toml":
+        return True
+    if path.suffix.lower() == ".ini":
+        return False
+    import tomllib
+
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
+
+
+def _compat_command(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mlxd compat", description="the b10621 compat manifest")
+    sub = parser.add_subparsers(dest="command", required=True)
+    report = sub.add_parser("report", help="counts by state and kind")
+    report.add_argument("--format", choices=("text", "json"), default="text")
+    args = parser.parse_args(argv)
+    from mlxd.compat import report as compat_report
+
+    sys.stdout.write(compat_report.render(args.format))
+    return EXIT_OK
+
+
+def _usage() -> str:
+    return ("usage: mlxd {serve|config|compat|dev|admin} ...\n"
+            "  mlxd serve LLAMA_SERVER_ARGS...        run the server (same options as mlxd-server)\n"
+            "  mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]\n"
+            "  mlxd config check FILE                 validate a TOML or presets INI file\n"
+            "  mlxd config dump [--all] [--config FILE] [-- ARGS...]\n"
+            "  mlxd config from-args -- ARGS...       a llama-server command line as TOML\n"
+            "  mlxd compat report                     the b10621 compat manifest by state and kind\n"
+            "  mlxd dev synth-model ...               make a synthetic checkpoint\n"
+            "  mlxd admin ...                         talk to a running daemon's admin listener\n")
+
+
+def run(argv: list[str]) -> int:
+    """Run the ``mlxd`` command line; returns the exit code. Never raises for user errors."""
+    try:
+        if not argv or argv[0] in ("-h", "--help", "help"):
+            sys.stdout.write(_usage())
+            return EXIT_OK if argv else EXIT_CONFIG
+        command, rest = argv[0], argv[1:]
+        if command in _DISPATCH:
+            module_name, what = _DISPATCH[command]
+            return _dispatch(module_name, what, rest)
+        if command == "config":
+            return _config_command(rest)
+        if command == "compat":
+            return _compat_command(rest)
+        print(f"error: unknown command '{command}'", file=sys.stderr)
+        sys.stderr.write(_usage())
+        return EXIT_CONFIG
+    except ConfigError as exc:
+        return _report(exc.problems)
+    except MlxdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except SystemExit as exc:  # argparse's usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
+    except KeyboardInterrupt:
+        return 130
+
+
+def main() -> None:
+    """Console script ``mlxd``."""
+    sys.exit(run(sys.argv[1:]))
+
+
+def server_main() -> None:
+    """Console script ``mlxd-server``: a llama-server command line, served."""
+    sys.exit(run(["serve", *sys.argv[1:]]))
