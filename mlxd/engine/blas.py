@@ -1,0 +1,123 @@
+"""Which BLAS mlx's CPU backend calls (``--cpu-blas auto|system|bundled``).
+
+mlx's Linux CPU wheel bundles the reference BLAS, which is some 30 times slower at float32 matmuls than an optimised
+one. Loading the system's OpenBLAS with ``RTLD_GLOBAL`` before mlx is first imported puts its ``cblas_*`` symbols
+in the process's global scope, where mlx's own library finds them before the bundled copy. This module must not
+import mlx: ``preload`` only has an effect when it runs first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import importlib.metadata
+import logging
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Literal
+
+from mlxd.errors import EngineError
+
+BlasMode = Literal["auto", "system", "bundled"]
+BlasChoice = Literal["system", "bundled", "platform"]
+
+log = logging.getLogger("mlxd.engine.blas")
+
+# Debian/Ubuntu (pthread and openmp variants, then the alternatives link), Fedora/RHEL, Arch, Alpine.
+_CANDIDATES = (
+    "/usr/lib/{arch}-linux-gnu/openblas-pthread/libopenblas.so.0",
+    "/usr/lib/{arch}-linux-gnu/openblas-openmp/libopenblas.so.0",
+    "/usr/lib/{arch}-linux-gnu/libopenblas.so.0",
+    "/usr/lib64/libopenblas.so.0",
+    "/usr/lib/libopenblas.so.0",
+    "/usr/lib/libopenblas.so",
+)
+
+
+@dataclass(frozen=True)
+class BlasReport:
+    """What ``preload`` did: the mode asked for, the BLAS mlx will use, the library loaded, and why."""
+
+    mode: BlasMode
+    chosen: BlasChoice  # "platform": macOS (Accelerate) or CUDA, where the choice does not apply
+    library: str | None
+    reason: str
+
+    def describe(self) -> str:
+        """One line for the startup log and ``/props``."""
+        where = f" ({self.library})" if self.library else ""
+        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}"
+
+
+_report: BlasReport | None = None
+
+
+def preload(mode: BlasMode = "auto") -> BlasReport:
+    """Load the system OpenBLAS ahead of mlx when ``mode`` allows it; call before anything imports mlx.
+
+    The first call decides for the whole process; later calls with the same mode return the same report.
+    ``system`` raises :class:`EngineError` when no OpenBLAS is found or mlx was imported too early.
+    """
+    global _report
+    if mode not in ("auto", "system", "bundled"):
+        raise EngineError(f"cpu-blas: unknown mode {mode!r}; choose auto, system or bundled")
+    if _report is not None:
+        if _report.mode != mode and _report.chosen != "platform":
+            raise EngineError(
+                f"cpu-blas {mode}: the BLAS was already chosen for this process ({_report.describe()})"
+            )
+        return _report
+    _report = _decide(mode)
+    log.info("%s", _report.describe())
+    return _report
+
+
+def _decide(mode: BlasMode) -> BlasReport:
+    if sys.platform != "linux":
+        return BlasReport(mode, "platform", None, f"{sys.platform} uses the platform's BLAS; nothing to load")
+    if _has_cuda_backend():
+        return BlasReport(mode, "platform", None, "mlx's CUDA backend is installed; nothing to load")
+    if mode == "bundled":
+        return BlasReport(mode, "bundled", None, "asked for mlx's bundled BLAS")
+    if "mlx.core" in sys.modules:
+        reason = "mlx was imported before the BLAS could be chosen"
+        if mode == "system":
+            raise EngineError(f"cpu-blas system: {reason}")
+        return BlasReport(mode, "bundled", None, reason)
+    path = find_openblas()
+    if path is None:
+        if mode == "system":
+            raise EngineError(
+                "cpu-blas system: no OpenBLAS library found (install libopenblas0-pthread or use --cpu-blas auto)"
+            )
+        return BlasReport(mode, "bundled", None, "no system OpenBLAS found")
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        if mode == "system":
+            raise EngineError(f"cpu-blas system: cannot load {path}: {exc}") from exc
+        return BlasReport(mode, "bundled", None, f"cannot load {path}: {exc}")
+    return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx")
+
+
+def find_openblas() -> str | None:
+    """The path of the system's OpenBLAS shared library, or None."""
+    arch = platform.machine()
+    for pattern in _CANDIDATES:
+        path = pattern.format(arch=arch)
+        if os.path.exists(path):
+            return path
+    name = ctypes.util.find_library("openblas")
+    return name  # a soname the dynamic loader resolves, or None
+
+
+def _has_cuda_backend() -> bool:
+    for dist in ("mlx-cuda", "mlx-cuda-12", "mlx-cuda-13"):
+        try:
+            importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        return True
+    return False

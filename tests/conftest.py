@@ -1,0 +1,63 @@
+"""Fixtures shared by every test tier.
+
+The system OpenBLAS is preloaded here, before anything imports mlx, so the whole suite runs on it when present.
+"""
+
+from __future__ import annotations
+
+from mlxd.engine import blas
+
+BLAS_REPORT = blas.preload("auto")
+
+import hashlib  # noqa: E402
+import importlib.metadata  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+import pytest  # noqa: E402
+
+from mlxd.engine import synth, synth_tokenizer  # noqa: E402
+
+if TYPE_CHECKING:
+    from mlxd.engine.loader import LoadedModel
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEST_MODELS = REPO_ROOT / ".cache" / "test-models"
+
+
+def _recipe_key(preset: str, seed: int) -> str:
+    """A digest of everything the checkpoint's bytes depend on, so a stale cached copy is never reused."""
+    digest = hashlib.sha256(f"{preset}:{seed}:{sys.version}".encode())
+    for module in (synth, synth_tokenizer):
+        digest.update(Path(module.__file__ or "").read_bytes())
+    for dist in ("mlx", "mlx-lm", "tokenizers"):
+        digest.update(importlib.metadata.version(dist).encode())
+    return digest.hexdigest()[:12]
+
+
+def synthetic_checkpoint(preset: str = "tiny", seed: int = 0) -> Path:
+    """The synthetic checkpoint for ``preset``/``seed``, made once and kept under .cache/test-models/."""
+    out = TEST_MODELS / f"{preset}-seed{seed}-{_recipe_key(preset, seed)}"
+    if not (out / "config.json").exists():
+        try:
+            synth.make_checkpoint(out, preset=preset, seed=seed)
+        except FileExistsError:
+            if not (out / "config.json").exists():
+                raise
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint() -> Path:
+    """Path of the tiny synthetic checkpoint (float32, seed 0); treat it as read-only."""
+    return synthetic_checkpoint("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_checkpoint: Path) -> Iterator[LoadedModel]:
+    """The tiny checkpoint loaded once per session; don't mutate it (load your own copy to add LoRA etc.)."""
+    from mlxd.engine.loader import load_model
+
+    yield load_model(tiny_checkpoint)
