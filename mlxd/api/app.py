@@ -18,6 +18,7 @@ from sanic import Blueprint, Sanic
 
 from mlxd.api import middleware, routes
 from mlxd.api.errors import EnvelopeErrorHandler
+from mlxd.api.metrics import ServerMetrics
 from mlxd.api.state import ServingState
 
 log = logging.getLogger("mlxd.api")
@@ -75,6 +76,8 @@ def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BOD
             "FALLBACK_ERROR_FORMAT": "json",
         }
     )
+    if state.metrics is None:
+        state.metrics = ServerMetrics()
     app.ctx.state = state
     prefix = api_prefix(state.config)
     middleware.install(app, state, prefix)

@@ -1,0 +1,183 @@
+"""``/metrics``: b10621's ``llamacpp:*`` families name for name, then mlxd's own ``mlxd_*`` families.
+
+``ServerMetrics`` owns a prometheus-client registry. The generation routes (and the worker) report what they did
+through its ``on_*`` methods; a scrape reads the counters, and the two throughput gauges average over the window
+since the previous scrape, as b10621's do. The text is written here rather than by ``generate_latest`` because
+prometheus-client renames counters to ``*_total`` and b10621 has one that is not (``llamacpp:n_tokens_max``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterator
+
+from prometheus_client.core import CollectorRegistry, Metric
+
+CONTENT_TYPE = "text/plain; version=0.0.4"
+
+# (name, type, help) in b10621's order.
+LLAMACPP_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("prompt_tokens_total", "counter", "Number of prompt tokens processed, excluding cached tokens"),
+    ("prompt_tokens_cached_total", "counter", "Number of prompt tokens reused from the cache"),
+    ("prompt_seconds_total", "counter", "Total time spent processing prompts"),
+    ("tokens_predicted_total", "counter", "Number of generation tokens processed"),
+    ("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens"),
+    ("n_decode_total", "counter",
+     "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"),
+    ("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)"),
+    ("spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated"),
+    ("spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model"),
+    ("spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps"),
+    ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s"),
+    ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s"),
+    ("requests_processing", "gauge", "Number of requests processing"),
+    ("requests_deferred", "gauge", "Number of requests deferred"),
+    ("n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call"),
+)
+
+
+class ServerMetrics:
+    """The counters behind ``/metrics``; every ``on_*`` method is safe to call from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.prompt_tokens = 0
+        self.prompt_tokens_cached = 0
+        self.prompt_seconds = 0.0
+        self.tokens_predicted = 0
+        self.tokens_predicted_seconds = 0.0
+        self.n_decode = 0
+        self.n_busy_slots = 0
+        self.n_tokens_max = 0
+        self.requests_processing = 0
+        self.requests_deferred = 0
+        self.requests_total: dict[str, int] = {}
+        # the window since the last scrape, for the throughput gauges
+        self._bucket = [0, 0.0, 0, 0.0]  # prompt tokens, prompt seconds, predicted tokens, predicted seconds
+        self.config_hash = ""
+        self.model_name = ""
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    # -- what the routes and the worker report --------------------------------------------------------------
+
+    def on_prompt(self, n_tokens: int, seconds: float, n_cached: int = 0) -> None:
+        """A prompt was processed: ``n_tokens`` evaluated (cached ones excluded) in ``seconds``."""
+        with self._lock:
+            self.prompt_tokens += n_tokens
+            self.prompt_tokens_cached += n_cached
+            self.prompt_seconds += seconds
+            self._bucket[0] += n_tokens
+            self._bucket[1] += seconds
+
+    def on_predicted(self, n_tokens: int, seconds: float, n_sequence: int = 0) -> None:
+        """A generation ended with ``n_tokens`` generated in ``seconds``; ``n_sequence`` is prompt + generated."""
+        with self._lock:
+            self.tokens_predicted += n_tokens
+            self.tokens_predicted_seconds += seconds
+            self.n_tokens_max = max(self.n_tokens_max, n_sequence)
+            self._bucket[2] += n_tokens
+            self._bucket[3] += seconds
+
+    def on_final(self, final: Any) -> None:
+        """Both of the above from an engine ``FinalEvent`` (its ``timings`` in milliseconds)."""
+        t = final.timings
+        self.on_prompt(t.prompt_n, t.prompt_ms / 1e3, t.cache_n)
+        self.on_predicted(t.predicted_n, t.predicted_ms / 1e3, final.n_prompt_tokens + t.predicted_n)
+
+    def on_decode(self, n_busy_slots: int) -> None:
+        """One batched decode step ran with ``n_busy_slots`` sequences in it."""
+        with self._lock:
+            self.n_decode += 1
+            self.n_busy_slots += n_busy_slots
+
+    def request_started(self, route: str = "") -> None:
+        with self._lock:
+            self.requests_processing += 1
+            if route:
+                self.requests_total[route] = self.requests_total.get(route, 0) + 1
+
+    def request_finished(self) -> None:
+        with self._lock:
+            self.requests_processing = max(0, self.requests_processing - 1)
+
+    def set_deferred(self, n: int) -> None:
+        """Requests waiting for a slot right now."""
+        with self._lock:
+            self.requests_deferred = max(0, n)
+
+    # -- prometheus-client collector ------------------------------------------------------------------------
+
+    def _llamacpp_values(self) -> dict[str, float]:
+        with self._lock:
+            p_tok, p_sec, g_tok, g_sec = self._bucket
+            self._bucket = [0, 0.0, 0, 0.0]  # each scrape starts a new window, as b10621's does
+            return {
+                "prompt_tokens_total": self.prompt_tokens,
+                "prompt_tokens_cached_total": self.prompt_tokens_cached,
+                "prompt_seconds_total": self.prompt_seconds,
+                "tokens_predicted_total": self.tokens_predicted,
+                "tokens_predicted_seconds_total": self.tokens_predicted_seconds,
+                "n_decode_total": self.n_decode,
+                "n_tokens_max": self.n_tokens_max,
+                "spec_decode_num_draft_tokens_total": 0,
+                "spec_decode_num_accepted_tokens_total": 0,
+                "spec_decode_num_drafts_total": 0,
+                "prompt_tokens_seconds": p_tok / p_sec if p_sec > 0 else 0.0,
+                "predicted_tokens_seconds": g_tok / g_sec if g_sec > 0 else 0.0,
+                "requests_processing": self.requests_processing,
+                "requests_deferred": self.requests_deferred,
+                "n_busy_slots_per_decode": self.n_busy_slots / self.n_decode if self.n_decode else 0.0,
+            }
+
+    def collect(self) -> Iterator[Metric]:
+        values = self._llamacpp_values()
+        for name, kind, doc in LLAMACPP_FAMILIES:
+            family = Metric(f"llamacpp:{name}", doc, kind)
+            family.add_sample(f"llamacpp:{name}", {}, float(values[name]))
+            yield family
+        info = Metric("mlxd_config_info", "The configuration in service, by content hash", "gauge")
+        info.add_sample("mlxd_config_info", {"config_hash": self.config_hash}, 1.0)
+        yield info
+        model = Metric("mlxd_model_info", "The model in service", "gauge")
+        if self.model_name:
+            model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)
+        yield model
+        requests = Metric("mlxd_requests", "Generation requests received, by route", "counter")
+        with self._lock:
+            for route, n in sorted(self.requests_total.items()):
+                requests.add_sample("mlxd_requests_total", {"route": route}, float(n))
+        yield requests
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    def escape(value: str) -> str:
+        return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    return "{" + ",".join(f'{k}="{escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def render(registry: CollectorRegistry) -> str:
+    """Prometheus text format 0.0.4, with every family's name exactly as collected."""
+    lines: list[str] = []
+    for family in registry.collect():
+        name = family.name if family.type != "counter" or not family.samples else family.samples[0].name
+        if family.type == "counter" and not family.samples:
+            name = family.name + "_total"
+        lines.append(f"# HELP {name} {family.documentation}")
+        lines.append(f"# TYPE {name} {family.type}")
+        for sample in family.samples:
+            lines.append(f"{sample.name}{_labels(sample.labels)} {_number(sample.value)}")
+    return "\n".join(lines) + "\n"
+
+
+def process_start_time(started_at: float | None = None) -> str:
+    """The ``Process-Start-Time-Unix`` header value."""
+    return str(int(started_at if started_at is not None else time.time()))

@@ -1,0 +1,63 @@
+"""Facts about the model in service as b10621's ``/props``, ``/v1/models`` and ``/slots`` report them."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mlxd.api.state import ServedModel, ServingState
+
+# b10621 prints the slot's prompt and generated text on /slots only when this variable is set.
+SLOTS_DEBUG_ENV = "LLAMA_SERVER_SLOTS_DEBUG"
+
+
+def slot_entries(model: ServedModel, debug: bool | None = None) -> list[dict[str, Any]]:
+    """``GET /slots`` entries from the worker; prompt and generated text only in debug mode."""
+    if debug is None:
+        debug = bool(os.environ.get(SLOTS_DEBUG_ENV))
+    entries = []
+    for slot in model.worker.slots(debug):
+        entry = dict(slot)
+        if not debug:
+            entry.pop("prompt", None)
+            entry.pop("generated", None)
+        entries.append(entry)
+    return entries
+
+
+def n_ctx_slot(state: ServingState, model: ServedModel) -> int:
+    """The context each slot gets (b10621's ``n_ctx_slot``)."""
+    slots = slot_entries(model, debug=False)
+    if slots:
+        return int(slots[0]["n_ctx"])
+    ctx = int(getattr(state.config, "ctx_size", 0) or 0)
+    return ctx or model.loaded.n_ctx_train
+
+
+def ftype(model: ServedModel) -> str:
+    """The weights' storage type in llama.cpp's words (``all F32``), or the MLX quantization."""
+    config = model.loaded.config or {}
+    quant = config.get("quantization") or config.get("quantization_config")
+    if isinstance(quant, dict) and quant.get("bits"):
+        return f"Q{quant['bits']} (mlx, group size {quant.get('group_size', 64)})"
+    from mlx.utils import tree_flatten  # imported here: the api only needs mlx for this one fact
+
+    params = tree_flatten(model.loaded.model.parameters())
+    if not params:
+        return "unknown"
+    dtype = str(params[0][1].dtype).rsplit(".", 1)[-1]
+    return f"all {dtype.replace('float', 'F').replace('bfloat', 'BF').upper()}"
+
+
+def n_embd(model: ServedModel) -> int:
+    config = model.loaded.config or {}
+    for key in ("hidden_size", "n_embd", "d_model", "dim"):
+        if isinstance(config.get(key), int):
+            return int(config[key])
+    return 0
+
+
+def n_parallel(state: ServingState) -> int:
+    """``--parallel``; -1 (auto) means 4 slots, as b10621 chooses for the server."""
+    parallel = int(getattr(state.config, "parallel", -1) or -1)
+    return 4 if parallel < 1 else parallel

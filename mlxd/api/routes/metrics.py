@@ -1,0 +1,37 @@
+"""``GET /metrics`` (``--metrics``): Prometheus text, b10621's families first."""
+
+from __future__ import annotations
+
+import hashlib
+
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.api import metrics
+from mlxd.api.context import serving
+from mlxd.errors import NotSupported
+
+bp = Blueprint("metrics")
+
+METRICS_DISABLED = "This server does not support metrics endpoint. Start it with `--metrics`"
+
+
+def config_hash(config: object) -> str:
+    """The configuration's content hash (its canonical JSON), as the admin API reports it."""
+    dump = getattr(config, "model_dump_json", None)
+    text = dump() if callable(dump) else repr(config)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@bp.get("/metrics")
+async def get_metrics(request: Request) -> HTTPResponse:
+    state = serving(request)
+    if not getattr(state.config, "metrics", False):
+        raise NotSupported(METRICS_DISABLED)
+    registry = state.metrics
+    registry.config_hash = config_hash(state.config)
+    registry.model_name = state.model.name if state.model is not None else ""
+    return HTTPResponse(
+        metrics.render(registry.registry),
+        content_type=metrics.CONTENT_TYPE,
+        headers={"Process-Start-Time-Unix": metrics.process_start_time(state.started_at)},
+    )

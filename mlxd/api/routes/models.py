@@ -1,0 +1,38 @@
+"""``GET /models`` and ``GET /v1/models``: b10621's single-model list (an Ollama-style entry and an OpenAI one)."""
+
+from __future__ import annotations
+
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
+from mlxd.schemas.models import ModelEntry, ModelList, ModelMeta, OllamaDetails, OllamaModel
+
+bp = Blueprint("models")
+
+
+@bp.get("/models", name="models")
+@bp.get("/v1/models", name="v1_models")
+async def models(request: Request) -> HTTPResponse:
+    state, model = serving(request), served_model(request)
+    loaded = model.loaded
+    kind = ftype(model)
+    meta = ModelMeta(
+        n_vocab=loaded.vocab_size,
+        n_ctx=n_ctx_slot(state, model),
+        n_ctx_train=loaded.n_ctx_train,
+        n_embd=n_embd(model),
+        n_params=loaded.n_params,
+        size=loaded.size_bytes,
+        ftype=kind,
+    )
+    tags = list(getattr(state.config, "tags", None) or [])
+    body = ModelList(
+        models=[OllamaModel(name=model.name, model=model.name, details=OllamaDetails())],
+        data=[
+            ModelEntry(id=model.name, aliases=model.aliases or [model.name], tags=tags,
+                       created=int(model.loaded_at), meta=meta)
+        ],
+    )
+    return json_response(body.model_dump())

@@ -1,0 +1,114 @@
+"""``GET /props`` (the server's facts and defaults) and ``POST /props`` (gated by ``--props``)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.api.body import json_object, parse
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.model_facts import ftype, n_ctx_slot, n_parallel
+from mlxd.api.state import ServedModel, ServingState
+from mlxd.errors import NotSupported
+from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Props, PropsUpdate, Success
+
+bp = Blueprint("props")
+
+PROPS_DISABLED = "This server does not support changing global properties. Start it with `--props`"
+# One marker per process, as b10621 draws one at startup (clients splice it where media would go).
+MEDIA_MARKER = f"<__media_{secrets.token_urlsafe(24)[:32]}__>"
+
+_SAMPLING_KEYS = (
+    "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p", "top_n_sigma",
+    "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty", "presence_penalty",
+    "frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "mirostat",
+    "mirostat_tau", "mirostat_eta", "adaptive_target", "adaptive_decay",
+)
+
+
+def default_params(state: ServingState, model: ServedModel) -> dict[str, Any]:
+    """The server-wide request defaults in ``/slots`` params form (b10621's ``task_params::to_json``, short)."""
+    sp = model.sampling_defaults
+    cfg = state.config
+    n_predict = int(getattr(cfg, "n_predict", -1))
+    params: dict[str, Any] = {"seed": int(getattr(sp, "seed", -1)) & 0xFFFFFFFF}
+    params.update({key: getattr(sp, key) for key in _SAMPLING_KEYS if hasattr(sp, key)})
+    params.update(
+        {
+            "max_tokens": n_predict,
+            "n_predict": n_predict,
+            "n_keep": int(getattr(cfg, "keep", 0)),
+            "n_discard": 0,
+            "ignore_eos": bool(getattr(sp, "ignore_eos", False)),
+            "stream": False,
+            "n_probs": int(getattr(sp, "n_probs", 0)),
+            "min_keep": int(getattr(sp, "min_keep", 0)),
+            "chat_format": "Content-only",
+            "reasoning_format": "none",
+            "reasoning_in_content": False,
+            "generation_prompt": "",
+            "samplers": list(getattr(sp, "samplers", ())),
+            "speculative.types": "none",
+            "timings_per_token": False,
+            "post_sampling_probs": bool(getattr(sp, "post_sampling_probs", False)),
+            "backend_sampling": False,
+            "lora": [],
+        }
+    )
+    return params
+
+
+def template_caps(source: str) -> ChatTemplateCaps:
+    """What the template's text handles, read from the variables it uses."""
+    tool_calls = "tool_calls" in source
+    return ChatTemplateCaps(
+        supports_object_arguments=tool_calls and "arguments" in source and "tojson" in source,
+        supports_parallel_tool_calls=tool_calls,
+        supports_preserve_reasoning="reasoning_content" in source,
+        supports_reasoning_effort="reasoning_effort" in source,
+        supports_system_role="system" in source,
+        supports_tool_calls=tool_calls,
+        supports_tools="tools" in source,
+        supports_typed_content="content is string" in source or "content[0]" in source,
+    )
+
+
+@bp.get("/props")
+async def get_props(request: Request) -> HTTPResponse:
+    state, model = serving(request), served_model(request)
+    cfg = state.config
+    template = model.chat_template
+    source = template.source if template is not None else ""
+    props = Props(
+        default_generation_settings=DefaultGenerationSettings(
+            params=default_params(state, model), n_ctx=n_ctx_slot(state, model)
+        ),
+        total_slots=n_parallel(state),
+        model_alias=model.name,
+        model_ftype=ftype(model),
+        model_path=str(model.loaded.path),
+        media_marker=MEDIA_MARKER,
+        endpoint_slots=bool(getattr(cfg, "slots", True)),
+        endpoint_props=bool(getattr(cfg, "props", False)),
+        endpoint_metrics=bool(getattr(cfg, "metrics", False)),
+        chat_template=source,
+        chat_template_caps=template_caps(source),
+        bos_token=template.bos_token if template is not None else "",
+        eos_token=template.eos_token if template is not None else "",
+        build_info=str(state.build_info.get("build_info", "mlxd")),
+    )
+    body = props.model_dump()
+    if template is not None and template.tool_use_source:
+        body["chat_template_tool_use"] = template.tool_use_source
+    return json_response(body)
+
+
+@bp.post("/props")
+async def post_props(request: Request) -> HTTPResponse:
+    if not getattr(serving(request).config, "props", False):
+        raise NotSupported(PROPS_DISABLED)
+    parse(PropsUpdate, json_object(request))
+    return json_response(Success().model_dump())
