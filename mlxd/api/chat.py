@@ -1,0 +1,164 @@
+"""What the chat-shaped routes share: media refusal, rendering the template, and parsing the model's answer.
+
+OpenAI chat, Responses and Anthropic requests are all brought to OpenAI chat messages, rendered with the model's
+template into a prompt, and answered by splitting the generated text into reasoning, content and tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from mlxd.api.generation import config_value
+from mlxd.api.prompts import encode
+from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
+from mlxd.api.state import ServedModel, ServingState
+from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
+from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
+from mlxd.engine.chat.reasoning import ReasoningStream
+from mlxd.engine.chat.templates import ChatTemplate
+from mlxd.engine.chat.tools import ToolCallStream
+from mlxd.errors import InvalidRequest, NotSupported
+
+IMAGE_REFUSAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+AUDIO_REFUSAL = "audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
+AUDIO_PARTS = frozenset({"input_audio", "audio", "input_file"})
+
+
+def refuse_media(messages: Any) -> None:
+    """Image and audio content parts need a multimodal model: refused with b10621's 501."""
+    if not isinstance(messages, list):
+        return
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            kind = part.get("type") if isinstance(part, Mapping) else None
+            if kind in IMAGE_PARTS:
+                raise NotSupported(IMAGE_REFUSAL)
+            if kind in AUDIO_PARTS:
+                raise NotSupported(AUDIO_REFUSAL)
+
+
+def _adds_bos(model: ServedModel) -> bool:
+    tok = model.loaded.tokenizer
+    bos = getattr(tok, "bos_token_id", None)
+    if bos is None:
+        return False
+    ids = encode(tok, "a", True)
+    return bool(ids) and ids[0] == bos
+
+
+def chat_options(state: ServingState, model: ServedModel) -> ChatOptions:
+    """The server-wide chat settings from the configuration."""
+    kwargs: Any = config_value(state, "chat_template_kwargs", None) or {}
+    if isinstance(kwargs, str):
+        try:
+            kwargs = json.loads(kwargs)
+        except ValueError:
+            kwargs = {}
+    return ChatOptions(
+        reasoning=str(config_value(state, "reasoning", "auto")),  # type: ignore[arg-type]
+        reasoning_format=str(config_value(state, "reasoning_format", "deepseek")),  # type: ignore[arg-type]
+        chat_template_kwargs=kwargs if isinstance(kwargs, Mapping) else {},
+        prefill_assistant=bool(config_value(state, "prefill_assistant", True)),
+        tokenizer_adds_bos=_adds_bos(model),
+        skip_chat_parsing=bool(config_value(state, "skip_chat_parsing", False)),
+    )
+
+
+def template(model: ServedModel) -> ChatTemplate:
+    if model.chat_template is None:
+        raise NotSupported("this model has no chat template; use /completion with a prompt instead")
+    return model.chat_template
+
+
+def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
+           messages: Any) -> tuple[ChatPrompt, list[int]]:
+    """Render chat ``messages`` (OpenAI shape) with the request's tools and kwargs; the prompt and its tokens."""
+    refuse_media(messages)
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise InvalidRequest("Field 'chat_template_kwargs': must be an object")
+    reasoning_format = body.get("reasoning_format")
+    if reasoning_format is not None and not isinstance(reasoning_format, str):
+        raise InvalidRequest("Field 'reasoning_format': must be a string")
+    try:
+        prompt = apply_chat_template(
+            template(model), messages, options=chat_options(state, model), tools=body.get("tools"),
+            tool_choice=body.get("tool_choice", "auto"), chat_template_kwargs=kwargs,
+            reasoning_format=reasoning_format,
+        )
+    except (ChatRequestError, ChatTemplateError) as exc:
+        raise InvalidRequest(exc.message) from exc
+    return prompt, encode(model.loaded.tokenizer, prompt.prompt, True)
+
+
+class ChatParser:
+    """Generated text in, message diffs out: reasoning split first, then tool calls out of the content."""
+
+    def __init__(self, prompt: ChatPrompt) -> None:
+        self._reasoning = ReasoningStream(prompt.reasoning_format, starts_in_reasoning=prompt.starts_in_reasoning)
+        self._tools = ToolCallStream() if prompt.parse_tool_calls else None
+        self.message = AssistantMessage()
+        self._started: set[int] = set()
+
+    def feed(self, text: str) -> list[MessageDiff]:
+        return self._diffs(*self._reasoning.feed(text), final=False)
+
+    def finish(self) -> list[MessageDiff]:
+        return self._diffs(*self._reasoning.finish(), final=True)
+
+    def _diffs(self, reasoning: str, content: str, *, final: bool) -> list[MessageDiff]:
+        out: list[MessageDiff] = []
+        if reasoning:
+            self.message.reasoning += reasoning
+            out.append(MessageDiff(reasoning=reasoning))
+        calls = []
+        if self._tools is not None:
+            content, calls = self._tools.feed(content)
+            if final:
+                more, more_calls = self._tools.finish()
+                content += more
+                calls += more_calls
+        if content:
+            self.message.content += content
+            out.append(MessageDiff(content=content))
+        for call in calls:
+            self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
+            out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
+                                   tool_arguments=call.arguments))
+        return out
+
+
+def parse_whole(prompt: ChatPrompt, text: str) -> AssistantMessage:
+    """The message of a whole generated text."""
+    parser = ChatParser(prompt)
+    parser.feed(text)
+    parser.finish()
+    return parser.message
+
+
+def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat-shaped body as native completion fields: OpenAI's ``logprobs``/``top_logprobs`` become ``n_probs``.
+
+    ``response_format`` of type ``text`` asks for nothing and is dropped; any other kind stays and is refused.
+    """
+    fields = dict(body)
+    logprobs = fields.pop("logprobs", None)
+    top = fields.pop("top_logprobs", None)
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise InvalidRequest("Field 'logprobs': [json.exception.type_error.302] type must be boolean")
+    if logprobs:
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int)):
+            raise InvalidRequest("Field 'top_logprobs': [json.exception.type_error.302] type must be number")
+        fields["n_probs"] = 20 if top is None else top
+    elif top is not None:
+        raise InvalidRequest("top_logprobs requires logprobs to be set to true")
+    fmt = fields.get("response_format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "text":
+        fields.pop("response_format")
+    return fields

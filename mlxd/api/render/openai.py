@@ -1,0 +1,176 @@
+"""OpenAI-compatible objects as b10621 shapes them: text completions, chat completions, and their stream chunks."""
+
+from __future__ import annotations
+
+import secrets
+import string
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from mlxd.api.render.message import AssistantMessage, MessageDiff, finish_reason
+from mlxd.api.render.native import timings_out, token_probability
+from mlxd.engine.types import FinalEvent, Timings, TokenEvent
+
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_id(prefix: str = "chatcmpl-", length: int = 32) -> str:
+    """An id like b10621's (``chatcmpl-`` and 32 alphanumerics)."""
+    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+class Envelope:
+    """The fields every object of one response shares: id, model, fingerprint, creation time."""
+
+    def __init__(self, model: str, fingerprint: str, cmpl_id: str | None = None) -> None:
+        self.id = cmpl_id or random_id()
+        self.model = model
+        self.fingerprint = fingerprint
+        self.created = int(time.time())
+
+
+def usage(n_prompt: int, n_decoded: int, n_cached: int) -> dict[str, Any]:
+    return {
+        "completion_tokens": n_decoded,
+        "prompt_tokens": n_prompt,
+        "total_tokens": n_prompt + n_decoded,
+        "prompt_tokens_details": {"cached_tokens": n_cached},
+    }
+
+
+def logprobs_content(events: Sequence[TokenEvent], post_sampling: bool) -> dict[str, Any] | None:
+    items = [token_probability(ev, post_sampling) for ev in events]
+    content = [i.model_dump(exclude_unset=True) for i in items if i is not None]
+    return {"content": content} if content else None
+
+
+# ---- /v1/completions ---------------------------------------------------------------------------------------------
+
+
+def text_choice(text: str, index: int, logprobs: dict[str, Any] | None, reason: str | None) -> dict[str, Any]:
+    return {"text": text, "index": index, "logprobs": logprobs, "finish_reason": reason}
+
+
+def text_completion(env: Envelope, choices: list[dict[str, Any]], use: dict[str, Any], timings: Timings | None,
+                    verbose: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A whole ``text_completion`` object (also the last chunk of a stream, with empty text)."""
+    out: dict[str, Any] = {
+        "choices": choices,
+        "created": env.created,
+        "model": env.model,
+        "system_fingerprint": env.fingerprint,
+        "object": "text_completion",
+        "usage": use,
+        "id": env.id,
+    }
+    if verbose is not None:
+        out["__verbose"] = verbose
+    if timings is not None:
+        out["timings"] = timings_out(timings).model_dump()
+    return out
+
+
+def text_chunk(env: Envelope, choice: dict[str, Any], timings: Timings | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "choices": [choice],
+        "created": env.created,
+        "model": env.model,
+        "system_fingerprint": env.fingerprint,
+        "object": "text_completion",
+        "id": env.id,
+    }
+    if timings is not None:
+        out["timings"] = timings_out(timings).model_dump()
+    return out
+
+
+# ---- /v1/chat/completions ----------------------------------------------------------------------------------------
+
+
+def message_json(msg: AssistantMessage) -> dict[str, Any]:
+    """The assistant message object: content (null beside tool calls), reasoning_content, tool_calls."""
+    out: dict[str, Any] = {"role": "assistant"}
+    out["content"] = None if (not msg.content and msg.tool_calls) else msg.content
+    if msg.reasoning:
+        out["reasoning_content"] = msg.reasoning
+    if msg.tool_calls:
+        out["tool_calls"] = [
+            {"type": "function", "function": {"name": c.name, "arguments": c.arguments}, "id": c.id}
+            for c in msg.tool_calls
+        ]
+    return out
+
+
+def chat_choice(msg: AssistantMessage, final: FinalEvent, index: int,
+                logprobs: dict[str, Any] | None) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "finish_reason": finish_reason(final.stop_type, bool(msg.tool_calls)),
+        "index": index,
+        "message": message_json(msg),
+    }
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    return choice
+
+
+def chat_completion(env: Envelope, choices: list[dict[str, Any]], use: dict[str, Any], timings: Timings | None,
+                    verbose: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "choices": choices,
+        "created": env.created,
+        "model": env.model,
+        "system_fingerprint": env.fingerprint,
+        "object": "chat.completion",
+        "usage": use,
+        "id": env.id,
+    }
+    if verbose is not None:
+        out["__verbose"] = verbose
+    if timings is not None:
+        out["timings"] = timings_out(timings).model_dump()
+    return out
+
+
+def delta_json(diff: MessageDiff) -> dict[str, Any]:
+    """The ``delta`` of one chat chunk."""
+    if diff.tool_index is not None:
+        call: dict[str, Any] = {"index": diff.tool_index}
+        if diff.tool_name:
+            call["id"] = diff.tool_id
+            call["type"] = "function"
+            call["function"] = {"name": diff.tool_name, "arguments": diff.tool_arguments}
+        else:
+            call["function"] = {"arguments": diff.tool_arguments}
+        return {"tool_calls": [call]}
+    if diff.reasoning:
+        return {"reasoning_content": diff.reasoning}
+    return {"content": diff.content}
+
+
+def chat_chunk(env: Envelope, index: int, delta: dict[str, Any], reason: str | None = None,
+               logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    choice: dict[str, Any] = {"finish_reason": reason, "index": index, "delta": delta}
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    return {
+        "choices": [choice],
+        "created": env.created,
+        "id": env.id,
+        "model": env.model,
+        "system_fingerprint": env.fingerprint,
+        "object": "chat.completion.chunk",
+    }
+
+
+def chat_usage_chunk(env: Envelope, use: dict[str, Any]) -> dict[str, Any]:
+    """The last chunk when ``stream_options.include_usage``: no choices, the usage."""
+    return {
+        "choices": [],
+        "created": env.created,
+        "id": env.id,
+        "model": env.model,
+        "system_fingerprint": env.fingerprint,
+        "object": "chat.completion.chunk",
+        "usage": use,
+    }

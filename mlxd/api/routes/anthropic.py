@@ -1,0 +1,68 @@
+"""``POST /v1/messages`` (Anthropic Messages, streamed and not) and ``/v1/messages/count_tokens``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from sanic import Blueprint, Request
+
+from mlxd.api import chat
+from mlxd.api import generation as gen
+from mlxd.api import sse
+from mlxd.api.body import json_object, parse
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.render import anthropic as ant
+from mlxd.api.render.openai import random_id
+from mlxd.engine.types import FinalEvent
+from mlxd.schemas.anthropic import MessagesRequest, to_chat
+
+bp = Blueprint("anthropic")
+
+
+@bp.post("/v1/messages")
+async def messages(request: Request):
+    """An Anthropic message; streamed as message_start, content blocks (with a ping), message_delta, message_stop."""
+    state = serving(request)
+    gen.refuse_embedding_mode(state)
+    body = to_chat(parse(MessagesRequest, json_object(request)))
+    model = served_model(request)
+    prompt, tokens = chat.render(body, state, model, body["messages"])
+    p = gen.plan(chat.native_fields(body), state, model, [tokens], cache_namespace="chat")
+    msg_id = random_id()
+    jobs = gen.submit(p, state, model)
+
+    if not p.opts.stream:
+        await gen.run(jobs)
+        job = jobs[0]
+        assert job.final is not None
+        return json_response(ant.message(chat.parse_whole(prompt, job.final.text), job.final, msg_id=msg_id,
+                                         model=model.name))
+
+    parser = chat.ChatParser(prompt)
+    events = ant.AnthropicStream(msg_id, model.name)
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        yield "".join(sse.event(name, data) for name, data in events.start(len(tokens)))
+        async for _, ev in stream:
+            if isinstance(ev, FinalEvent):
+                out = [e for d in parser.finish() for e in events.diff(d)]
+                out += events.finish(ev, bool(parser.message.tool_calls))
+            else:
+                out = [e for d in parser.feed(ev.text) for e in events.diff(d)]
+            if out:
+                yield "".join(sse.event(name, data) for name, data in out)
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs), on_error=sse.anthropic_error_frame,
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+
+
+@bp.post("/v1/messages/count_tokens")
+async def count_tokens(request: Request):
+    """``{"input_tokens": N}``: the prompt the request renders to, counted without generating."""
+    state = serving(request)
+    body = to_chat(parse(MessagesRequest, json_object(request)))
+    model = served_model(request)
+    _, tokens = chat.render(body, state, model, body["messages"])
+    return json_response({"input_tokens": len(tokens)})

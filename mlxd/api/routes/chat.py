@@ -1,0 +1,114 @@
+"""``POST /chat/completions``, ``/v1/chat/completions`` and their ``/input_tokens`` counterparts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sanic import Blueprint, Request
+
+from mlxd.api import chat
+from mlxd.api import generation as gen
+from mlxd.api import sse
+from mlxd.api.body import json_object
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.render import openai as oai
+from mlxd.api.render.message import finish_reason
+from mlxd.api.render.native import native_final
+from mlxd.api.prompts import detokenize
+from mlxd.api.routes.completion import fingerprint
+from mlxd.engine.types import FinalEvent
+from mlxd.errors import InvalidRequest
+
+bp = Blueprint("chat")
+
+CHAT_FORMAT = "Content-only"
+
+
+def messages_of(body: dict[str, Any]) -> Any:
+    if body.get("messages") is None:
+        raise InvalidRequest("'messages' is required")
+    return body["messages"]
+
+
+def _usage(jobs: list[gen.Job]) -> dict[str, Any]:
+    finals = [j.final for j in jobs if j.final is not None]
+    return oai.usage(sum(f.n_prompt_tokens for f in finals), sum(len(f.tokens) for f in finals),
+                     sum(f.timings.cache_n for f in finals))
+
+
+@bp.post("/chat/completions")
+@bp.post("/v1/chat/completions", name="v1_chat_completions")
+async def chat_completions(request: Request):
+    """OpenAI chat completion: the template renders the messages, the answer is split into content, reasoning_content
+    and tool_calls; streamed as chunks ending with ``[DONE]`` (a usage chunk first when asked)."""
+    state = serving(request)
+    gen.refuse_embedding_mode(state)
+    body = json_object(request)
+    model = served_model(request)
+    prompt, tokens = chat.render(body, state, model, messages_of(body))
+    p = gen.plan(chat.native_fields(body), state, model, [tokens], cache_namespace="chat")
+    env = oai.Envelope(model.name, fingerprint(request))
+    jobs = gen.submit(p, state, model)
+
+    if not p.opts.stream:
+        await gen.run(jobs)
+        choices = []
+        for job in jobs:
+            assert job.final is not None
+            msg = chat.parse_whole(prompt, job.final.text)
+            logprobs = oai.logprobs_content(job.events, p.post_sampling) if p.n_probs > 0 else None
+            choices.append(oai.chat_choice(msg, job.final, job.index, logprobs))
+        verbose = None
+        if p.opts.verbose:
+            settings = gen.generation_settings(p, chat_format=CHAT_FORMAT, reasoning_format=prompt.reasoning_format)
+            verbose = native_final(jobs[0].final, index=0, events=jobs[0].events, model=model.name,
+                                   prompt_text=detokenize(model.loaded.tokenizer, tokens), settings=settings,
+                                   opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
+        return json_response(oai.chat_completion(env, choices, _usage(jobs), jobs[-1].final.timings
+                                                 if jobs[-1].final else None, verbose))
+
+    parsers = {job.index: chat.ChatParser(prompt) for job in jobs}
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        finished = 0
+        async for job, ev in stream:
+            parser = parsers[job.index]
+            if isinstance(ev, FinalEvent):
+                finished += 1
+                out = [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.finish()]
+                out.append(oai.chat_chunk(env, job.index, {},
+                                          finish_reason(ev.stop_type, bool(parser.message.tool_calls))))
+                if finished == len(jobs):
+                    if p.opts.include_usage:
+                        out.append(oai.chat_usage_chunk(env, _usage(jobs)))
+                    out[-1]["timings"] = oai.timings_out(ev.timings).model_dump()
+                yield sse.data(out)
+                continue
+            out = []
+            if len(job.events) == 1:
+                out.append(oai.chat_chunk(env, job.index, {"role": "assistant", "content": None}))
+            out += [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.feed(ev.text)]
+            if p.n_probs > 0 and len(out) > (1 if len(job.events) == 1 else 0):
+                logprobs = oai.logprobs_content([ev], p.post_sampling)
+                if logprobs is not None:
+                    out[-1]["choices"][0]["logprobs"] = logprobs
+            if out:
+                yield sse.data(out)
+        yield sse.DONE
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+
+
+@bp.post("/chat/completions/input_tokens")
+@bp.post("/v1/chat/completions/input_tokens", name="v1_chat_input_tokens")
+async def chat_input_tokens(request: Request):
+    """How many prompt tokens a chat request renders to, without generating."""
+    state = serving(request)
+    body = json_object(request)
+    model = served_model(request)
+    _, tokens = chat.render(body, state, model, messages_of(body))
+    return json_response({"input_tokens": len(tokens)})

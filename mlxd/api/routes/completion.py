@@ -1,0 +1,125 @@
+"""``POST /completion``, ``/completions`` (native) and ``/v1/completions`` (OpenAI text completions)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sanic import Blueprint, Request
+
+from mlxd.api import generation as gen
+from mlxd.api import sse
+from mlxd.api.body import json_object
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.prompts import detokenize, tokenize_prompts
+from mlxd.api.render import openai as oai
+from mlxd.api.render.message import finish_reason
+from mlxd.api.render.native import native_final, native_partial
+from mlxd.engine.types import FinalEvent
+
+bp = Blueprint("completion")
+
+
+def fingerprint(request: Request) -> str:
+    info = serving(request).build_info
+    return str(info.get("fingerprint") or info.get("version") or "mlxd")
+
+
+def _native_final(job: gen.Job, p: gen.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    assert job.final is not None
+    return native_final(job.final, index=job.index, events=job.events, model=model.name,
+                        prompt_text=detokenize(model.loaded.tokenizer, job.prompt_tokens), settings=settings,
+                        opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
+
+
+def _prepare(request: Request) -> tuple[dict[str, Any], Any, gen.Plan]:
+    state = serving(request)
+    gen.refuse_embedding_mode(state)
+    body = json_object(request)
+    model = served_model(request)
+    prompts = tokenize_prompts(model.loaded.tokenizer, body)
+    return body, model, gen.plan(body, state, model, prompts)
+
+
+@bp.post("/completion")
+@bp.post("/completions", name="completions_alias")
+async def completion(request: Request):
+    """Native completion: one object (or an array for several prompts); a stream ends with the final object."""
+    body, model, p = _prepare(request)
+    state = serving(request)
+    settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
+                                                                                  "deepseek")))
+    jobs = gen.submit(p, state, model)
+    if not p.opts.stream:
+        await gen.run(jobs)
+        results = [_native_final(job, p, model, settings) for job in jobs]
+        return json_response(results[0] if len(results) == 1 else results)
+
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        async for job, ev in stream:
+            if isinstance(ev, FinalEvent):
+                yield sse.data(_native_final(job, p, model, settings))
+            else:
+                yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
+                                              n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
+                                              post_sampling=p.post_sampling))
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+
+
+def _usage(jobs: list[gen.Job]) -> dict[str, Any]:
+    finals = [j.final for j in jobs if j.final is not None]
+    return oai.usage(sum(f.n_prompt_tokens for f in finals), sum(len(f.tokens) for f in finals),
+                     sum(f.timings.cache_n for f in finals))
+
+
+@bp.post("/v1/completions")
+async def completions_oai(request: Request):
+    """OpenAI text completion, streamed (ending with ``[DONE]``) or whole."""
+    body, model, p = _prepare(request)
+    state = serving(request)
+    env = oai.Envelope(model.name, fingerprint(request))
+    jobs = gen.submit(p, state, model)
+    if not p.opts.stream:
+        await gen.run(jobs)
+        choices = []
+        for job in jobs:
+            assert job.final is not None
+            logprobs = oai.logprobs_content(job.events, p.post_sampling) if p.n_probs > 0 else None
+            choices.append(oai.text_choice(job.final.text, job.index, logprobs,
+                                           finish_reason(job.final.stop_type, False)))
+        verbose = None
+        if p.opts.verbose:
+            settings = gen.generation_settings(p)
+            verbose = _native_final(jobs[0], p, model, settings)
+        return json_response(oai.text_completion(env, choices, _usage(jobs), jobs[-1].final.timings
+                                                 if jobs[-1].final else None, verbose))
+
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        finished = 0
+        async for job, ev in stream:
+            if isinstance(ev, FinalEvent):
+                finished += 1
+                if finished == len(jobs):
+                    choice = oai.text_choice("", job.index, None, finish_reason(ev.stop_type, False))
+                    last = oai.text_completion(env, [choice], _usage(jobs), ev.timings)
+                    yield sse.data(last)
+                else:
+                    choice = oai.text_choice("", job.index, None, finish_reason(ev.stop_type, False))
+                    yield sse.data(oai.text_chunk(env, choice))
+            else:
+                logprobs = None
+                if p.n_probs > 0:
+                    logprobs = oai.logprobs_content([ev], p.post_sampling)
+                choice = oai.text_choice(ev.text, job.index, logprobs, None)
+                yield sse.data(oai.text_chunk(env, choice))
+        yield sse.DONE
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)

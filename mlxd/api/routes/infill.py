@@ -1,0 +1,134 @@
+"""``POST /infill``: fill-in-the-middle with the model's own FIM tokens, answered as a native completion.
+
+The FIM markers come from the vocabulary (``<|fim_prefix|>``/``<fim_prefix>``/``<PRE>`` and their kin); a model
+without them is refused with b10621's wording, naming each missing marker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from sanic import Blueprint, Request
+
+from mlxd.api import generation as gen
+from mlxd.api import sse
+from mlxd.api.body import json_object
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.prompts import detokenize, encode
+from mlxd.api.render.native import native_final, native_partial
+from mlxd.engine.types import FinalEvent
+from mlxd.errors import InvalidRequest, NotSupported
+from mlxd.schemas.fields import read_str
+
+bp = Blueprint("infill")
+
+# The spellings llama.cpp's vocabulary loader recognises for each marker, in its order of preference.
+MARKERS: dict[str, tuple[str, ...]] = {
+    "prefix": ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "▁<PRE>", "<|code_prefix|>"),
+    "suffix": ("<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "▁<SUF>", "<|code_suffix|>"),
+    "middle": ("<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "▁<MID>", "<|code_middle|>"),
+    "repo": ("<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"),
+    "sep": ("<|file_sep|>", "<|file_separator|>", "<fim-sep>", "<file_sep>"),
+}
+
+
+def fim_tokens(tokenizer: Any) -> dict[str, int]:
+    """The FIM marker ids this vocabulary has."""
+    vocab: Mapping[str, int] = tokenizer.get_vocab()
+    found: dict[str, int] = {}
+    for role, spellings in MARKERS.items():
+        for text in spellings:
+            if text in vocab:
+                found[role] = vocab[text]
+                break
+    return found
+
+
+def _extra_chunks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    extra = body.get("input_extra")
+    if extra is None:
+        return []
+    if not isinstance(extra, list):
+        raise InvalidRequest("\"input_extra\" must be an array of {\"filename\": string, \"text\": string}")
+    chunks = []
+    for chunk in extra:
+        if not isinstance(chunk, Mapping) or not isinstance(chunk.get("text"), str):
+            raise InvalidRequest("extra_context chunk must contain a \"text\" field with a string value")
+        filename = chunk.get("filename", "")
+        if not isinstance(filename, str):
+            raise InvalidRequest("extra_context chunk's \"filename\" field must be a string")
+        chunks.append((filename, chunk["text"]))
+    return chunks
+
+
+def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any]) -> list[int]:
+    """[repo context] [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID] prompt, as b10621 lays it out (BOS first)."""
+    prefix = read_str(body, "input_prefix", None)
+    suffix = read_str(body, "input_suffix", None)
+    if prefix is None:
+        raise InvalidRequest("[json.exception.out_of_range.403] key 'input_prefix' not found")
+    if suffix is None:
+        raise InvalidRequest("[json.exception.out_of_range.403] key 'input_suffix' not found")
+    prompt = read_str(body, "prompt", "") or ""
+    tokens: list[int] = []
+    chunks = _extra_chunks(body)
+    if chunks and "repo" in fim:
+        tokens += [fim["repo"]] + encode(tokenizer, "myproject\n", False)
+    for filename, text in chunks:
+        if "sep" in fim:
+            tokens += [fim["sep"]] + encode(tokenizer, filename + "\n", False)
+        tokens += encode(tokenizer, text, False)
+    if chunks and "sep" in fim:
+        tokens += [fim["sep"]] + encode(tokenizer, "filename\n", False)
+    bos = getattr(tokenizer, "bos_token_id", None)
+    with_bos = encode(tokenizer, "a", True)
+    head = [bos] if bos is not None and with_bos and with_bos[0] == bos else []
+    tokens = head + tokens + [fim["prefix"]] + encode(tokenizer, prefix, False)
+    tokens += [fim["suffix"]] + encode(tokenizer, suffix, False)
+    tokens += [fim["middle"]] + encode(tokenizer, prompt, False)
+    return tokens
+
+
+@bp.post("/infill")
+async def infill(request: Request):
+    state = serving(request)
+    gen.refuse_embedding_mode(state)
+    model = served_model(request)
+    tokenizer = model.loaded.tokenizer
+    fim = fim_tokens(tokenizer)
+    missing = "".join(f"{role} token is missing. " for role in ("prefix", "suffix", "middle") if role not in fim)
+    if missing:
+        raise NotSupported(f"Infill is not supported by this model: {missing}")
+    body = json_object(request)
+    tokens = infill_prompt(tokenizer, fim, body)
+    p = gen.plan(body, state, model, [tokens])
+    settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
+                                                                                  "deepseek")))
+    jobs = gen.submit(p, state, model)
+
+    def final(job: gen.Job) -> dict[str, Any]:
+        assert job.final is not None
+        return native_final(job.final, index=job.index, events=job.events, model=model.name,
+                            prompt_text=detokenize(tokenizer, job.prompt_tokens), settings=settings, opts=p.opts,
+                            n_probs=p.n_probs, post_sampling=p.post_sampling)
+
+    if not p.opts.stream:
+        await gen.run(jobs)
+        results = [final(job) for job in jobs]
+        return json_response(results[0] if len(results) == 1 else results)
+
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        async for job, ev in stream:
+            if isinstance(ev, FinalEvent):
+                yield sse.data(final(job))
+            else:
+                yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
+                                              n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
+                                              post_sampling=p.post_sampling))
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)

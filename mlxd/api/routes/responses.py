@@ -1,0 +1,70 @@
+"""``POST /v1/responses`` and ``/responses`` (OpenAI Responses, streamed and not), and their ``/input_tokens``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from sanic import Blueprint, Request
+
+from mlxd.api import chat
+from mlxd.api import generation as gen
+from mlxd.api import sse
+from mlxd.api.body import json_object, parse
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.render import responses as resp
+from mlxd.api.render.openai import random_id
+from mlxd.engine.types import FinalEvent
+from mlxd.schemas.responses import ResponsesRequest, to_chat
+
+bp = Blueprint("responses")
+
+
+@bp.post("/v1/responses")
+@bp.post("/responses", name="responses_alias")
+async def responses(request: Request):
+    """A ``response`` object, or its event stream (response.created ... response.completed)."""
+    state = serving(request)
+    gen.refuse_embedding_mode(state)
+    body = to_chat(parse(ResponsesRequest, json_object(request)))
+    model = served_model(request)
+    prompt, tokens = chat.render(body, state, model, body["messages"])
+    p = gen.plan(chat.native_fields(body), state, model, [tokens], cache_namespace="chat")
+    resp_id = random_id("resp_")
+    jobs = gen.submit(p, state, model)
+
+    if not p.opts.stream:
+        await gen.run(jobs)
+        job = jobs[0]
+        assert job.final is not None
+        return json_response(resp.response(chat.parse_whole(prompt, job.final.text), job.final, resp_id=resp_id,
+                                           model=model.name))
+
+    parser = chat.ChatParser(prompt)
+    events = resp.ResponsesStream(resp_id, model.name)
+    stream = await gen.started(jobs)
+
+    async def frames() -> AsyncIterator[str]:
+        yield "".join(sse.event(name, data) for name, data in events.start())
+        async for _, ev in stream:
+            if isinstance(ev, FinalEvent):
+                out = [e for d in parser.finish() for e in events.diff(d)]
+                out += events.finish(parser.message, ev)
+            else:
+                out = [e for d in parser.feed(ev.text) for e in events.diff(d)]
+            if out:
+                yield "".join(sse.event(name, data) for name, data in out)
+
+    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
+                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+
+
+@bp.post("/v1/responses/input_tokens")
+@bp.post("/responses/input_tokens", name="responses_input_tokens_alias")
+async def responses_input_tokens(request: Request):
+    """``{"object": "response.input_tokens", "input_tokens": N}`` without generating."""
+    state = serving(request)
+    body = to_chat(parse(ResponsesRequest, json_object(request)))
+    model = served_model(request)
+    _, tokens = chat.render(body, state, model, body["messages"])
+    return json_response({"object": "response.input_tokens", "input_tokens": len(tokens)})
