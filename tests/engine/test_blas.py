@@ -1,0 +1,99 @@
+"""--cpu-blas: the system OpenBLAS is loaded ahead of mlx when present, and results do not change."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mlxd.engine import blas
+from mlxd.errors import EngineError
+
+# Runs in a fresh interpreter: choose the BLAS, then compute a matmul and a forward pass of the tiny checkpoint.
+_COMPUTE = textwrap.dedent(
+    """
+    import sys
+    from mlxd.engine import blas
+    report = blas.preload(sys.argv[1])
+    import mlx.core as mx
+    from mlxd.engine.loader import load_model
+    a = mx.random.normal((512, 1024), key=mx.random.key(1))
+    b = mx.random.normal((1024, 3072), key=mx.random.key(2))
+    loaded = load_model(sys.argv[2])
+    tokens = mx.array([loaded.tokenizer.encode("def fibonacci(n):\\n    return n")])
+    mx.save_safetensors(sys.argv[3], {"matmul": a @ b, "logits": loaded.model(tokens)[0]})
+    print(report.chosen)
+    """
+)
+
+
+def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+
+
+def test_importing_the_engine_blas_module_leaves_mlx_unimported() -> None:
+    result = _run("import json, sys, mlxd.engine.blas; print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')]))")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []
+
+
+@pytest.mark.skipif(
+    blas.find_openblas() is None, reason="no system OpenBLAS on this machine (install libopenblas0-pthread)"
+)
+def test_system_blas_gives_the_same_results(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    import mlx.core as mx
+
+    outputs = {}
+    for mode in ("bundled", "system"):
+        out = tmp_path / f"{mode}.safetensors"
+        result = _run(_COMPUTE, mode, str(tiny_checkpoint), str(out))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split() == [mode]
+        outputs[mode] = mx.load(str(out))
+
+    for name in ("matmul", "logits"):
+        bundled, system = outputs["bundled"][name], outputs["system"][name]
+        assert mx.allclose(bundled, system, rtol=1e-5, atol=1e-4).item(), name
+        assert mx.array_equal(mx.argmax(bundled, axis=-1), mx.argmax(system, axis=-1)).item(), name
+
+
+def test_this_session_uses_the_system_blas_when_present() -> None:
+    report = blas.preload("auto")
+
+    assert report.chosen == ("system" if blas.find_openblas() else "bundled")
+    assert report.describe().startswith("cpu-blas auto: ")
+    with pytest.raises(EngineError, match="already chosen"):
+        blas.preload("bundled")
+
+
+def test_system_mode_refuses_once_mlx_is_imported() -> None:
+    code = textwrap.dedent(
+        """
+        import mlx.core
+        from mlxd.engine import blas
+        from mlxd.errors import EngineError
+        print(blas.preload("auto").chosen)
+        blas._report = None
+        try:
+            blas.preload("system")
+        except EngineError as exc:
+            print(exc)
+        """
+    )
+    result = _run(code)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "bundled",
+        "cpu-blas system: mlx was imported before the BLAS could be chosen",
+    ]
+
+
+def test_unknown_mode_is_refused() -> None:
+    with pytest.raises(EngineError, match="unknown mode 'fast'"):
+        blas.preload("fast")  # type: ignore[arg-type]
