@@ -1,0 +1,31 @@
+"""llama.cpp b10621's sampling chain on MLX logits: parameters, per-request samplers and the batched step."""
+
+from mlxd.engine.sampling.batch import sample_batch
+from mlxd.engine.sampling.chain import SampledToken, TokenCandidate, TokenSampler
+from mlxd.engine.sampling.params import (
+    DEFAULT_DRY_BREAKERS,
+    DEFAULT_SAMPLERS,
+    DEFAULT_SEED,
+    InvalidRequest,
+    SamplingParams,
+    SamplingVocab,
+    defaults_from,
+)
+from mlxd.engine.sampling.request import json_type_name, read_bool, read_number
+
+__all__ = [
+    "DEFAULT_DRY_BREAKERS",
+    "DEFAULT_SAMPLERS",
+    "DEFAULT_SEED",
+    "InvalidRequest",
+    "SampledToken",
+    "SamplingParams",
+    "SamplingVocab",
+    "TokenCandidate",
+    "TokenSampler",
+    "defaults_from",
+    "json_type_name",
+    "read_bool",
+    "read_number",
+    "sample_batch",
+]

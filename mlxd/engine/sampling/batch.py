@@ -1,0 +1,109 @@
+"""Sampling a whole decode step: one call for every row of the batch, whatever each request asked for.
+
+Greedy rows (the chain reduces to argmax) stay in MLX: their logit bias, repetition penalties and DRY edits
+are scattered into the batch and one ``argmax`` picks all their tokens. Every other row is copied out alone and
+runs its request's chain on numpy. Both share a single ``mx.eval``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from mlxd.engine.sampling.chain import SampledToken, TokenSampler
+
+
+def sample_batch(logits: mx.array, samplers: Sequence[TokenSampler]) -> list[SampledToken]:
+    """Sample one token per row of ``logits`` [B, V] with ``samplers[i]`` for row i; does not ``accept`` them."""
+    if logits.ndim != 2 or logits.shape[0] != len(samplers):
+        raise ValueError(f"logits of shape {tuple(logits.shape)} for {len(samplers)} samplers")
+    fast = [i for i, s in enumerate(samplers) if s.is_greedy and s.params.n_probs <= 0]
+    slow = [i for i in range(len(samplers)) if i not in set(fast)]
+
+    pending: list[mx.array] = []
+    greedy_tokens = None
+    if fast:
+        rows = logits if len(fast) == len(samplers) else logits[mx.array(fast)]
+        greedy_tokens = mx.argmax(_edited(rows.astype(mx.float32), [samplers[i] for i in fast]), axis=-1)
+        pending.append(greedy_tokens)
+    slow_rows = None
+    if slow:
+        slow_rows = (logits if len(slow) == len(samplers) else logits[mx.array(slow)]).astype(mx.float32)
+        pending.append(slow_rows)
+    mx.eval(*pending)
+
+    out: list[SampledToken | None] = [None] * len(samplers)
+    if greedy_tokens is not None:
+        for i, token in zip(fast, greedy_tokens.tolist(), strict=True):
+            out[i] = SampledToken(id=int(token))
+    if slow_rows is not None:
+        host = np.array(slow_rows, copy=False)
+        for r, i in enumerate(slow):
+            out[i] = samplers[i].sample(host[r])
+    return out  # type: ignore[return-value]
+
+
+def _edited(rows: mx.array, samplers: Sequence[TokenSampler]) -> mx.array:
+    """The logits greedy rows see at the temperature stage: biased, then penalised and DRY-edited in chain order."""
+    bias_r, bias_c, bias_v = [], [], []
+    for r, s in enumerate(samplers):
+        for token, value in s.bias.items():
+            if 0 <= token < rows.shape[1]:
+                bias_r.append(r)
+                bias_c.append(token)
+                bias_v.append(value)
+    if bias_r:
+        rows = rows.at[mx.array(bias_r), mx.array(bias_c)].add(mx.array(bias_v, dtype=mx.float32))
+
+    def order(s: TokenSampler) -> list[str]:
+        return [n for n in s.params.samplers if n in ("penalties", "dry")]
+
+    # At most three passes keep each row's own order of penalties and DRY.
+    dry_first = [r for r, s in enumerate(samplers) if order(s)[:1] == ["dry"]]
+    rows = _penalise(rows, samplers, skip=set(dry_first))
+    rows = _dry(rows, samplers)
+    if dry_first:
+        rows = _penalise(rows, samplers, only=set(dry_first))
+    return rows
+
+
+def _penalise(rows: mx.array, samplers: Sequence[TokenSampler], skip: set[int] = frozenset(),
+              only: set[int] | None = None) -> mx.array:
+    r_idx, c_idx, counts, rep, freq, pres = [], [], [], [], [], []
+    for r, s in enumerate(samplers):
+        if r in skip or (only is not None and r not in only) or not s.penalties.active:
+            continue
+        ids, cnt = s.penalties.edits()
+        keep = (ids >= 0) & (ids < rows.shape[1])
+        ids, cnt = ids[keep], cnt[keep]
+        r_idx.append(np.full(ids.shape, r))
+        c_idx.append(ids)
+        counts.append(cnt)
+        rep.append(np.full(ids.shape, s.penalties.repeat, np.float32))
+        freq.append(np.full(ids.shape, s.penalties.frequency, np.float32))
+        pres.append(np.full(ids.shape, s.penalties.presence, np.float32))
+    if not r_idx or not sum(a.size for a in r_idx):
+        return rows
+    ri = mx.array(np.concatenate(r_idx))
+    ci = mx.array(np.concatenate(c_idx))
+    x = rows[ri, ci]
+    rep_a = mx.array(np.concatenate(rep))
+    scaled = mx.where(x <= 0, x * rep_a, x / rep_a)
+    new = scaled - (mx.array(np.concatenate(counts)) * mx.array(np.concatenate(freq)) + mx.array(np.concatenate(pres)))
+    rows[ri, ci] = new
+    return rows
+
+
+def _dry(rows: mx.array, samplers: Sequence[TokenSampler]) -> mx.array:
+    r_idx, c_idx, vals = [], [], []
+    for r, s in enumerate(samplers):
+        for token, penalty in s.dry.edits().items():
+            if 0 <= token < rows.shape[1]:
+                r_idx.append(r)
+                c_idx.append(token)
+                vals.append(penalty)
+    if not r_idx:
+        return rows
+    return rows.at[mx.array(r_idx), mx.array(c_idx)].subtract(mx.array(vals, dtype=mx.float32))

@@ -1,0 +1,114 @@
+"""Temperature, dynamic temperature, the final draw, mirostat, and the generator they share with llama.cpp."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mlxd.engine.sampling.candidates import Candidates, Mt19937
+from mlxd.engine.sampling.temperature import Mirostat, MirostatV2, dist, is_greedy_temperature, scale, temperature_ext
+
+
+class FixedRng(Mt19937):
+    """Draws given in advance: uniform doubles for dist, indices for mirostat's discrete draw."""
+
+    def __init__(self, doubles: list[float] = (), index: int = 0) -> None:
+        super().__init__(0)
+        self.doubles = list(doubles)
+        self.index = index
+
+    def uniform_double(self) -> float:
+        return self.doubles.pop(0)
+
+    def discrete(self, p: np.ndarray) -> int:
+        return self.index
+
+
+def cands(values, *, probs=False) -> Candidates:
+    logits = np.log(np.array(values, dtype=np.float64)) if probs else np.array(values, dtype=np.float64)
+    return Candidates.from_logits(logits.astype(np.float32))
+
+
+def test_mt19937_matches_the_cpp_standard():
+    # std::mt19937 default seed 5489: first output, and the 10000th that the C++ standard requires.
+    rng = Mt19937(5489)
+    first = rng.next_u32()
+    for _ in range(9998):
+        rng.next_u32()
+    assert (first, rng.next_u32()) == (3499211612, 4123659995)
+
+
+def test_uniform_double_uses_two_words_low_first():
+    a, b = Mt19937(7), Mt19937(7)
+    lo, hi = a.next_u32(), a.next_u32()
+    assert b.uniform_double() == (lo + hi * 2.0**32) / 2.0**64
+
+
+def test_scale_and_greedy_temperature():
+    cur = cands([1.0, 2.0, 2.0, 0.5])
+    scale(cur, 0.5)
+    assert cur.logits.tolist() == [2.0, 4.0, 4.0, 1.0]
+    scale(cur, 0.0)  # keeps the first maximum only
+    assert cur.logits.tolist() == [-np.inf, 4.0, -np.inf, -np.inf]
+
+
+@pytest.mark.parametrize(("temp", "delta", "greedy"), [(0.0, 0.0, True), (0.8, 0.0, False), (0.0, 0.5, False),
+                                                       (-1.0, 0.5, True)])
+def test_is_greedy_temperature(temp, delta, greedy):
+    assert is_greedy_temperature(temp, delta) is greedy
+
+
+def test_dynamic_temperature_follows_entropy():
+    # p = 1/4 3/4: entropy over ln 2 picks a temperature between 0.5 and 1.5
+    cur = cands([0.25, 0.75], probs=True)
+    temperature_ext(cur, 1.0, 0.5, 1.0)
+    entropy = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    t = 0.5 + 1.0 * (entropy / math.log(2))
+    assert cur.ids.tolist() == [1, 0]
+    assert cur.logits[0] - cur.logits[1] == pytest.approx(math.log(3) / t, rel=1e-5)
+    q = 1 / (1 + math.exp(-math.log(3) / t))
+    assert cur.p.tolist() == pytest.approx([q, 1 - q], rel=1e-5)
+
+
+def test_dynamic_temperature_exponent_zero_is_max_temp():
+    cur = cands([0.25, 0.75], probs=True)
+    temperature_ext(cur, 1.0, 0.5, 0.0)
+    assert cur.logits[0] - cur.logits[1] == pytest.approx(math.log(3) / 1.5, rel=1e-5)
+
+
+@pytest.mark.parametrize(("u", "index"), [(0.1, 0), (0.6, 1), (0.95, 2)])
+def test_dist_walks_candidates_in_order(u, index):
+    cur = cands([0.5, 0.3, 0.2], probs=True)
+    dist(cur, FixedRng([u]))
+    assert cur.selected == index
+    assert cur.p.tolist() == pytest.approx([0.5, 0.3, 0.2], rel=1e-6)
+
+
+def test_dist_single_candidate_draws_nothing():
+    cur = cands([1.0])
+    rng = FixedRng([])
+    dist(cur, rng)  # would fail on an empty draw list
+    assert cur.selected == 0 and cur.p.tolist() == [1.0]
+
+
+def test_mirostat_v2_truncates_by_surprise_and_learns():
+    # surprise in bits: 1, 2, 3, 3; tau 1 gives mu 2, so two tokens survive, renormalised to 2/3 and 1/3
+    cur = cands([0.5, 0.25, 0.125, 0.125], probs=True)
+    m = MirostatV2(tau=1.0, eta=0.1, rng=FixedRng(index=1))
+    m.apply(cur)
+    assert cur.ids.tolist() == [0, 1] and cur.selected == 1
+    assert cur.p.tolist() == pytest.approx([2 / 3, 1 / 3], rel=1e-6)
+    assert m.mu == pytest.approx(2.0 - 0.1 * (math.log2(3) - 1.0), rel=1e-6)
+
+
+def test_mirostat_v1_estimates_zipf_exponent():
+    # p_i ~ 1/(i+1)^2 is Zipf with s = 2: k = (1 * 2^mu / (1 - 10^-1))^(1/2) = 2.98 for mu = 3 -> top 2
+    weights = np.array([1 / (i + 1) ** 2 for i in range(10)])
+    cur = cands(weights / weights.sum(), probs=True)
+    m = Mirostat(n_vocab=10, tau=1.5, eta=0.1, rng=FixedRng(index=0))
+    m.apply(cur)
+    assert cur.ids.tolist() == [0, 1] and cur.selected == 0
+    p0 = 1.0 / (1.0 + 0.25)
+    assert m.mu == pytest.approx(3.0 - 0.1 * (-math.log2(p0) - 1.5), rel=1e-5)
