@@ -9,6 +9,7 @@ Typical use, on the asyncio side of a chat route::
     deltas = stream.finish(); message = stream.message()
 """
 
+from mlxd.engine.chat.caps import TemplateCaps
 from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError, UnknownTemplateNameError
 from mlxd.engine.chat.messages import template_messages, template_tools
 from mlxd.engine.chat.output import ChatDelta, ChatMessage, ChatOutputStream, parse_chat_output
@@ -51,6 +52,7 @@ __all__ = [
     "ReasoningFormat",
     "ReasoningMode",
     "ReasoningStream",
+    "TemplateCaps",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallStream",

@@ -6,7 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from mlxd.engine.chat.caps import TemplateCaps
 from mlxd.engine.chat.errors import ChatRequestError
+
+# Shaping for a template not probed: string content, a system role, arguments as objects.
+OBJECT_ARGUMENTS = TemplateCaps(supports_object_arguments=True)
 
 
 def _dump(value: Any) -> str:
@@ -34,7 +38,7 @@ def content_parts_text(content: Any, separator: str) -> str:
     return separator.join(texts)
 
 
-def _tool_call(call: Any) -> dict[str, Any]:
+def _tool_call(call: Any, object_arguments: bool) -> dict[str, Any]:
     if not isinstance(call, Mapping) or "type" not in call:
         raise ChatRequestError(f"Missing tool call type: {_dump(call)}")
     if call["type"] != "function":
@@ -46,24 +50,51 @@ def _tool_call(call: Any) -> dict[str, Any]:
     if not isinstance(name, str):
         raise ChatRequestError(f"Missing tool call name: {_dump(call)}")
     arguments = function.get("arguments", {})
-    # Templates index into arguments (Llama 3 dumps them with tojson, Qwen checks `is string`): a JSON string
-    # becomes the object it encodes, as llama-server does before rendering.
-    if isinstance(arguments, str):
+    # A template that can take arguments as an object (Llama 3 dumps them with tojson, Qwen checks `is string`)
+    # gets the object a JSON string encodes; any other gets the JSON text, as llama-server shapes them.
+    if object_arguments and isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
             raise ChatRequestError(f"Failed to parse tool call arguments as JSON: {exc}") from exc
+    elif not object_arguments and not isinstance(arguments, str):
+        arguments = _dump(arguments)
     out: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
     if isinstance(call.get("id"), str):
         out["id"] = call["id"]
     return out
 
 
-def template_messages(messages: Any, *, map_developer_to_system: bool = True) -> list[dict[str, Any]]:
-    """Validate OpenAI chat messages and give each the shape templates read.
+def _content(content: Any, caps: TemplateCaps) -> str | list[dict[str, str]]:
+    """Content as the template reads it: parts kept for a template that takes them, joined text otherwise."""
+    text = content_parts_text(content, "\n")  # validates the parts
+    if isinstance(content, list) and caps.supports_typed_content:
+        return [{"type": "text", "text": part["text"]} for part in content]
+    if not caps.supports_string_content and caps.supports_typed_content:
+        return [{"type": "text", "text": text}]
+    return text
 
-    Content parts are joined with newlines into one string; tool-call arguments become objects; a null content
-    beside tool calls becomes ``""``; ``developer`` becomes ``system`` unless the template speaks that role.
+
+def _merge_system_prompt(messages: list[dict[str, Any]]) -> None:
+    """For a template without a system role: the system prompt opens the next message, or is dropped."""
+    if not messages or messages[0]["role"] != "system":
+        return
+    system = messages.pop(0)
+    if messages:
+        first = messages[0]
+        first["content"] = content_parts_text(system["content"], "\n") + "\n" + content_parts_text(
+            first["content"], "\n")
+
+
+def template_messages(
+    messages: Any, *, caps: TemplateCaps = OBJECT_ARGUMENTS, map_developer_to_system: bool = True
+) -> list[dict[str, Any]]:
+    """Validate OpenAI chat messages and give each the shape the template reads (``caps``), as llama-server does.
+
+    Text parts are joined with newlines unless the template takes typed content; tool-call arguments are objects
+    when the template takes them so; a null content beside tool calls becomes ``""``; ``developer`` becomes
+    ``system`` unless the template speaks that role; a system prompt the template cannot place opens the next
+    message.
     """
     if not isinstance(messages, list):
         raise ChatRequestError("Expected 'messages' to be an array")
@@ -84,13 +115,13 @@ def template_messages(messages: Any, *, map_developer_to_system: bool = True) ->
 
         entry: dict[str, Any] = {
             "role": "system" if role == "developer" and map_developer_to_system else role,
-            "content": content_parts_text(message.get("content"), "\n"),
+            "content": _content(message.get("content"), caps),
         }
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise ChatRequestError("Expected 'tool_calls' to be an array")
             if tool_calls:
-                entry["tool_calls"] = [_tool_call(call) for call in tool_calls]
+                entry["tool_calls"] = [_tool_call(call, caps.supports_object_arguments) for call in tool_calls]
         for key in ("reasoning_content", "name", "tool_call_id"):
             value = message.get(key)
             if isinstance(value, str) and value:
@@ -98,6 +129,8 @@ def template_messages(messages: Any, *, map_developer_to_system: bool = True) ->
             elif value is not None and not isinstance(value, str):
                 raise ChatRequestError(f"Expected '{key}' to be a string")
         out.append(entry)
+    if not caps.supports_system_role:
+        _merge_system_prompt(out)
     return out
 
 

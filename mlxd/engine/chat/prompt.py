@@ -95,7 +95,7 @@ def apply_chat_template(
     fmt = check_reasoning_format(reasoning_format) if reasoning_format is not None else options.reasoning_format
     choice = parse_tool_choice(tool_choice)
     tool_list = template_tools(tools)
-    chat = template_messages(messages, map_developer_to_system="<|channel|>" not in template.source)
+    chat = template_messages(messages, caps=template.caps, map_developer_to_system="<|channel|>" not in template.source)
     kwargs = {**options.chat_template_kwargs, **(chat_template_kwargs or {})}
     enable_thinking = _enable_thinking(template, options, kwargs)
 

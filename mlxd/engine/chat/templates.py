@@ -18,6 +18,7 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from mlxd.engine.chat.caps import TemplateCaps, detect_caps
 from mlxd.engine.chat.errors import ChatTemplateError, UnknownTemplateNameError
 
 # llama-server b10621's built-in template names (its --chat-template help). A value equal to one of them is a name,
@@ -132,6 +133,7 @@ class ChatTemplate:
         self._default = _compile(self.source, origin)
         self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if tool_use_source else None
         self._supports_thinking: bool | None = None
+        self._caps: TemplateCaps | None = None
 
     @property
     def has_tool_use_variant(self) -> bool:
@@ -174,6 +176,15 @@ class ChatTemplate:
         # and becomes the same typed error rather than a traceback.
         except Exception as exc:  # noqa: BLE001
             raise ChatTemplateError(f"chat template error: {type(exc).__name__}: {exc}") from exc
+
+    @property
+    def caps(self) -> TemplateCaps:
+        """What the template can express (probed once, on first use)."""
+        if self._caps is None:
+            fixed = datetime(2000, 1, 1)
+            self._caps = detect_caps(
+                lambda messages, tools, context: self.render(messages, tools=tools, context=context, now=fixed))
+        return self._caps
 
     @property
     def supports_thinking(self) -> bool:
