@@ -60,7 +60,7 @@ class PresetsSource:
         out.problems.extend(problems)
         for raw_section, entries in doc.sections.items():
             section = raw_section if raw_section == "*" else normalise_section(raw_section)
-            if section == "default" and not entries:
+            if section == "default" and all(e.key == "version" for e in entries):
                 continue
             settings: dict[str, Setting] = {}
             extras: dict[str, Any] = {}

@@ -1,0 +1,104 @@
+"""Refusals (issue 2, "What to build" 5): GGUF/GGML-only options parse and are refused before any model loads,
+with a diagnostic naming the value, why, and the alternative; their inert values are accepted silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mlxd.config import ConfigError, table
+from tests.unit.config.conftest import write
+
+REFUSED = [
+    (["--hf-file", "model-q4.gguf"], "hf-file", "GGUF file"),
+    (["--model-url", "https://x/y.gguf"], "model-url", "GGUF"),
+    (["-dr", "ai/smollm2"], "docker-repo", "Docker Hub"),
+    (["-m", "/models/qwen.Q4_K_M.gguf"], "model", "GGUF files cannot be loaded"),
+    (["-hf", "ggml-org/gemma-3-1b-it-GGUF:Q4_K_M"], "hf-repo", "':QUANT' tag"),
+    (["--mmproj", "proj.gguf"], "mmproj", "multimodal"),
+    (["--rpc", "10.0.0.2:50052"], "rpc", "RPC"),
+    (["--mlock"], "mlock", "lock"),
+    (["--numa", "distribute"], "numa", "NUMA"),
+    (["-ngl", "20"], "n-gpu-layers", "partial GPU offload"),
+    (["-ctk", "q8_0"], "cache-type-k", "dtype"),
+    (["-ctv", "q4_0"], "cache-type-v", "dtype"),
+    (["--fim-qwen-7b-default"], "fim-qwen-7b-default", "built-in presets"),
+    (["-md", "/models/draft"], "model-draft", "speculative"),
+    (["--spec-type", "draft-simple"], "spec-type", "speculative"),
+    (["--control-vector", "cv.gguf"], "control-vector", "control vectors"),
+    (["-ot", "exps=CPU"], "override-tensor", "placement"),
+    (["--draft", "5"], "draft-max", "removed"),
+    (["-fa", "off"], "flash-attn", "fused attention"),
+    (["-C", "ff"], "cpu-mask", "affinity"),
+]
+
+
+@pytest.mark.parametrize("argv,option,why", REFUSED, ids=[r[1] for r in REFUSED])
+def test_refused_with_value_reason_and_alternative(resolve_in, argv, option, why):
+    with pytest.raises(ConfigError) as info:
+        resolve_in(argv)
+    [problem] = info.value.problems
+    assert problem.option == option
+    assert problem.source == f"cli:{argv[0]}"
+    assert why in problem.message
+    line = problem.render()
+    assert (argv[1] if len(argv) > 1 else "true") in line  # the value
+    assert ";" in problem.message  # reason; alternative
+
+
+INERT = [["-ngl", "99"], ["-ngl", "all"], ["-ngl", "auto"], ["-ngl", "-1"], ["-fa", "on"], ["-fa", "auto"],
+         ["--threads", "-1"], ["-t", "8"], ["-tb", "4"], ["-ctk", "f16"], ["-ctv", "f16"], ["--spec-type", "none"],
+         ["-nkvo"], ["--no-mmap"], ["--no-repack"], ["--poll", "10"], ["-sm", "layer"], ["-mg", "0"],
+         ["--no-mmproj"], ["--spec-draft-n-max", "3"], ["-dio"], ["--fit", "off"]]
+
+
+@pytest.mark.parametrize("argv", INERT, ids=[" ".join(a) for a in INERT])
+def test_inert_values_are_accepted(resolve_in, argv):
+    spec = table().by_spelling[argv[0]]
+    resolved = resolve_in(argv)
+    assert resolved.provenance[spec.name] == f"cli:{argv[0]}"
+    assert resolved.warnings == ()
+
+
+def test_every_problem_is_reported_at_once(resolve_in):
+    with pytest.raises(ConfigError) as info:
+        resolve_in(["--mlock", "-ngl", "3", "--numa", "isolate", "-c", "x"])
+    assert {p.option for p in info.value.problems} == {"mlock", "n-gpu-layers", "numa", "ctx-size"}
+
+
+def test_models_dir_with_model_contradicts(resolve_in, tmp_path: Path):
+    (tmp_path / "m").mkdir()
+    with pytest.raises(ConfigError, match="models-dir.*cannot be combined with a model"):
+        resolve_in(["--models-dir", str(tmp_path / "m"), "-m", "/models/qwen"])
+
+
+def test_models_preset_with_model_argument_contradicts(resolve_in, tmp_path: Path):
+    ini = write(tmp_path / "p.ini", "[a]\nmodel = /a\n")
+    with pytest.raises(ConfigError, match="cannot be combined with a model argument"):
+        resolve_in(["--models-preset", ini, "-hf", "mlx-community/Qwen3-0.6B-4bit"])
+
+
+def test_rope_scale_and_freq_scale_must_be_reciprocal(resolve_in):
+    assert resolve_in(["--rope-scale", "4", "--rope-freq-scale", "0.25"]).config.rope_scale == 4.0
+    with pytest.raises(ConfigError, match="rope-freq-scale 1/N"):
+        resolve_in(["--rope-scale", "4", "--rope-freq-scale", "0.5"])
+
+
+def test_refusal_inside_a_preset_names_the_model(resolve_in, tmp_path: Path):
+    ini = write(tmp_path / "p.ini", "[bad]\nm = /models/x.gguf\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_in(["--models-preset", ini])
+    [problem] = info.value.problems
+    assert problem.source == "preset:[bad]"
+    assert problem.message.startswith("model 'bad': not supported by mlxd")
+
+
+def test_refusals_apply_to_env_and_toml_too(resolve_in, tmp_path: Path):
+    with pytest.raises(ConfigError) as info:
+        resolve_in([], {"LLAMA_ARG_MLOCK": "1"})
+    assert info.value.problems[0].source == "env:LLAMA_ARG_MLOCK"
+    toml = write(tmp_path / "a.toml", "\nngl = 10\n")
+    with pytest.raises(ConfigError) as info:
+        resolve_in(["--config", toml])
+    assert info.value.problems[0].source == f"toml:{toml}:2"
