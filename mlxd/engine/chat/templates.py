@@ -208,9 +208,8 @@ def _token_text(value: Any) -> str:
     """A special token as tokenizer_config.json writes it: a string or an AddedToken object."""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
-        return value["content"]
-    return ""
+    content = value.get("content") if isinstance(value, Mapping) else None
+    return content if isinstance(content, str) else ""
 
 
 def _named_templates(value: Any, origin: str) -> tuple[str | None, str | None]:

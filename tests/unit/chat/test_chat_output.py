@@ -85,10 +85,11 @@ FORMATS = st.sampled_from(["none", "deepseek", "deepseek-legacy", "auto"])
        tools=st.booleans())
 def test_any_split_streams_to_the_whole_parse(text: str, points: list[int], fmt: ReasoningFormat, starts: bool,
                                               tools: bool) -> None:
-    options = {"reasoning_format": fmt, "starts_in_reasoning": starts, "parse_tool_calls": tools}
-    expected = parse_chat_output(text, id_factory=counter(), **options)
+    expected = parse_chat_output(text, reasoning_format=fmt, starts_in_reasoning=starts, parse_tool_calls=tools,
+                                 id_factory=counter())
     bounds = sorted({min(p, len(text)) for p in points}) + [len(text)]
-    stream = ChatOutputStream(id_factory=counter(), **options)
+    stream = ChatOutputStream(reasoning_format=fmt, starts_in_reasoning=starts, parse_tool_calls=tools,
+                              id_factory=counter())
     deltas: list[ChatDelta] = []
     for a, b in zip([0] + bounds, bounds):
         deltas += stream.feed(text[a:b])
