@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import metrics
 from mlxd.api.context import serving
+from mlxd.config import config_hash
 from mlxd.errors import NotSupported
 
 bp = Blueprint("metrics")
 
 METRICS_DISABLED = "This server does not support metrics endpoint. Start it with `--metrics`"
-
-
-def config_hash(config: object) -> str:
-    """The configuration's content hash (its canonical JSON), as the admin API reports it."""
-    dump = getattr(config, "model_dump_json", None)
-    text = dump() if callable(dump) else repr(config)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @bp.get("/metrics")
