@@ -1,0 +1,216 @@
+"""The native completion routes and the captures of every generation route, served over HTTP on 127.0.0.1.
+
+The app runs with the slots and context the captures were taken with (``-np 2 -c 512``), so slot counts and
+context sizes behave alike; each captured request is replayed and must answer the same status and the same JSON
+key set, recursively (for streams: the first partial, the final frame and the ``[DONE]`` terminator).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from mlxd.api.state import ServingState
+from mlxd.config import Config
+from mlxd.engine.chat.templates import load_chat_template
+from mlxd.engine.sampling.params import SamplingParams
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.worker import ModelWorker
+from mlxd.api.state import ServedModel
+from tests.e2e.api_harness import AppServer, served_model
+from tests.e2e.captures import key_set, load
+from tests.e2e.sse_frames import frames, payloads
+
+# Every capture of a generation route. post_infill is not here: the synthetic checkpoint's vocabulary has FIM
+# markers, so mlxd serves it (tests below), where the captured model had none and was refused.
+GENERATION_CAPTURES = [
+    "post_completion", "post_completion_probs", "post_completion_stream", "post_completion_tokens_prompt",
+    "post_completions", "post_v1_completions", "post_v1_completions_stream", "post_v1_chat_completions",
+    "post_v1_chat_completions_stream", "post_v1_chat_completions_stream_usage", "post_chat_completions_logprobs",
+    "post_embedding", "post_v1_embeddings", "post_rerank", "err_chat_bad_role", "err_chat_no_messages",
+    "err_missing_prompt", "err_n_predict_string", "err_prompt_exceeds_context", "err_v1_completions_missing_prompt",
+]
+# Refusals whose wording mlxd reproduces word for word.
+SAME_MESSAGE = {"post_embedding", "post_v1_embeddings", "post_rerank", "err_chat_no_messages", "err_missing_prompt",
+                "err_n_predict_string", "err_v1_completions_missing_prompt"}
+
+
+@pytest.fixture(scope="module")
+def app_server(tiny_model: Any) -> Iterator[AppServer]:
+    served = served_model(tiny_model, parallel=2, ctx_size=512)
+    server = AppServer(ServingState(config=Config(parallel=2, ctx_size=512), model=served))
+    yield server
+    server.stop()
+    served.worker.stop()
+
+
+@pytest.fixture(scope="module")
+def client(app_server: AppServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+        yield c
+
+
+def _stream_shape(text: str) -> tuple[set[str], set[str], bool]:
+    data = payloads(text)
+    done = any(d == "[DONE]" for _, d in frames(text))
+    return key_set(data[0]), key_set(data[-1]), done
+
+
+@pytest.mark.parametrize("name", GENERATION_CAPTURES)
+def test_capture_status_and_keys(client: httpx.Client, name: str) -> None:
+    cap = load(name)
+    response = client.request(cap.method, cap.path, content=cap.request_body,
+                              headers={"Content-Type": "application/json"})
+    assert response.status_code == cap.status, response.text
+    if cap.headers.get("content-type", "").startswith("text/event-stream"):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert _stream_shape(response.text) == _stream_shape(cap.body.decode())
+        return
+    assert key_set(response.json()) == key_set(cap.json())
+    if name in SAME_MESSAGE:
+        assert response.json()["error"]["message"] == cap.json()["error"]["message"]
+
+
+def test_prompt_too_long_carries_both_sizes(client: httpx.Client) -> None:
+    response = client.post("/completion", json={"prompt": "Once upon a time " * 400, "n_predict": 4})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "exceed_context_size_error"
+    assert error["n_ctx"] == 256 and error["n_prompt_tokens"] > 256
+    assert error["message"] == (f"request ({error['n_prompt_tokens']} tokens) exceeds the available context size "
+                                "(256 tokens), try increasing it")
+
+
+def test_stream_ends_with_final_object_and_no_done(client: httpx.Client) -> None:
+    response = client.post("/completion", json={"prompt": "Once", "n_predict": 4, "stream": True, "seed": 3})
+    data = [d for _, d in frames(response.text)]
+    assert "[DONE]" not in data
+    final = json.loads(data[-1])
+    assert final["stop"] is True and final["content"] == "" and "generation_settings" in final
+
+
+@pytest.mark.parametrize("path,text_of", [
+    ("/completion", lambda o: o["content"]),
+    ("/v1/completions", lambda o: o["choices"][0]["text"] if o["choices"] else ""),
+])
+def test_stream_deltas_equal_whole_answer(client: httpx.Client, path: str, text_of) -> None:
+    body = {"prompt": "The quick brown fox", "n_predict": 24, "temperature": 0.9, "seed": 1234}
+    whole = text_of(client.post(path, json=body).json())
+    streamed = client.post(path, json={**body, "stream": True})
+    assert "".join(text_of(p) for p in payloads(streamed.text)) == whole
+    assert whole
+
+
+def test_probabilities_and_tokens(client: httpx.Client) -> None:
+    out = client.post("/completion", json={"prompt": "Once", "n_predict": 3, "temperature": 0, "n_probs": 2,
+                                           "return_tokens": True}).json()
+    assert len(out["tokens"]) == 3 == len(out["completion_probabilities"])
+    first = out["completion_probabilities"][0]
+    assert first["id"] == out["tokens"][0] and len(first["top_logprobs"]) == 2
+    post = client.post("/completion", json={"prompt": "Once", "n_predict": 2, "temperature": 0, "n_probs": 2,
+                                            "post_sampling_probs": True}).json()
+    assert set(post["completion_probabilities"][0]) == {"id", "token", "bytes", "prob", "top_probs"}
+
+
+def test_response_fields_projection(client: httpx.Client) -> None:
+    out = client.post("/completion", json={"prompt": "Once", "n_predict": 2,
+                                           "response_fields": ["content", "generation_settings/n_predict", "nope"]})
+    assert set(out.json()) == {"content", "generation_settings/n_predict"}
+    assert out.json()["generation_settings/n_predict"] == 2
+
+
+def test_prompt_forms(client: httpx.Client) -> None:
+    tokens = client.post("/tokenize", json={"content": "Once upon"}).json()["tokens"]
+    by_text = client.post("/completion", json={"prompt": "Once upon", "n_predict": 3, "temperature": 0}).json()
+    by_ids = client.post("/completion", json={"prompt": tokens, "n_predict": 3, "temperature": 0}).json()
+    assert by_ids["content"] == by_text["content"]
+    mixed = client.post("/completion", json={"prompt": ["Once", tokens[-1]], "n_predict": 2}).json()
+    assert mixed["stop"] is True
+    several = client.post("/completion", json={"prompt": ["Once", "upon"], "n_predict": 2})
+    assert [r["index"] for r in several.json()] == [0, 1]
+    oai = client.post("/v1/completions", json={"prompt": ["Once", "upon"], "max_tokens": 2}).json()
+    assert [c["index"] for c in oai["choices"]] == [0, 1]
+
+
+def test_n_cmpl_bounded_by_slots(client: httpx.Client) -> None:
+    refused = client.post("/completion", json={"prompt": "Once", "n_predict": 2, "n": 3})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == "Field 'n': Value must be between 1 <= value <= 2, but got 3"
+    two = client.post("/v1/completions", json={"prompt": "Once", "max_tokens": 2, "n": 2}).json()
+    assert len(two["choices"]) == 2
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"n_predict": -2}, "Field 'n_predict': Value must be between -1 <= value <= 2147483647, but got -2"),
+    ({"stream": 1}, "Field 'stream': [json.exception.type_error.302] type must be boolean, but is number"),
+    ({"id_slot": 7}, "Invalid slot ID"),
+    ({"lora": [{"id": 0, "scale": 1.0}]}, "invalid adapter id"),
+])
+def test_field_refusals(client: httpx.Client, body: dict, message: str) -> None:
+    response = client.post("/completion", json={"prompt": "Once", "n_predict": 2, **body})
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": 400, "message": message, "type": "invalid_request_error"}
+
+
+@pytest.mark.parametrize("field,value", [
+    ("grammar", "root ::= \"a\""), ("json_schema", {"type": "object"}), ("grammar_lazy", True),
+    ("response_format", {"type": "json_object"}), ("n_cache_reuse", 64),
+])
+def test_unsupported_fields_are_refused_not_ignored(client: httpx.Client, field: str, value: object) -> None:
+    for path in ("/completion", "/v1/completions"):
+        response = client.post(path, json={"prompt": "Once", "n_predict": 2, field: value})
+        assert response.status_code == 400, (path, response.text)
+        assert field in response.json()["error"]["message"]
+
+
+def test_infill_with_fim_markers(client: httpx.Client) -> None:
+    out = client.post("/infill", json={"input_prefix": "def f(", "input_suffix": ")", "n_predict": 4,
+                                       "input_extra": [{"filename": "a.py", "text": "x = 1\n"}]})
+    assert out.status_code == 200, out.text
+    assert key_set(out.json()) == key_set(load("post_completion").json())
+    missing = client.post("/infill", json={"input_suffix": ")"})
+    assert missing.status_code == 400
+    assert missing.json()["error"]["message"] == "[json.exception.out_of_range.403] key 'input_prefix' not found"
+
+
+@pytest.mark.parametrize("method,path", [("GET", "/v1/stream"), ("POST", "/v1/streams/lookup"),
+                                         ("DELETE", "/v1/stream"), ("POST", "/v1/chat/completions/control")])
+def test_deferred_routes_answer_501(client: httpx.Client, method: str, path: str) -> None:
+    response = client.request(method, path, json={"action": "reasoning_end"})
+    assert response.status_code == 501
+    assert response.json()["error"]["type"] == "not_supported_error"
+
+
+@pytest.fixture
+def endless_server(tiny_model: Any) -> Iterator[AppServer]:
+    """One slot with --context-shift: a generation there has no end of its own."""
+    worker = ModelWorker(tiny_model, WorkerSettings(parallel=1, ctx_size=256, context_shift=True))
+    worker.start()
+    served = ServedModel(name=tiny_model.name, aliases=[], loaded=tiny_model, worker=worker,
+                         chat_template=load_chat_template(tiny_model.path), sampling_defaults=SamplingParams())
+    server = AppServer(ServingState(config=Config(parallel=1, ctx_size=256, context_shift=True), model=served))
+    yield server
+    server.stop()
+    worker.stop()
+
+
+def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> None:
+    body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=endless_server.base_url, timeout=30) as c:
+        with c.stream("POST", "/completion", json=body) as response:
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    break
+            busy = c.get("/slots").json()
+            assert any(slot["is_processing"] for slot in busy)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if not any(slot["is_processing"] for slot in c.get("/slots").json()):
+                break
+            time.sleep(0.05)
+        assert not any(slot["is_processing"] for slot in c.get("/slots").json())
+        assert c.post("/completion", json={"prompt": "Once", "n_predict": 2}).status_code == 200
