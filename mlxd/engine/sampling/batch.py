@@ -57,24 +57,19 @@ def _edited(rows: mx.array, samplers: Sequence[TokenSampler]) -> mx.array:
     if bias_r:
         rows = rows.at[mx.array(bias_r), mx.array(bias_c)].add(mx.array(bias_v, dtype=mx.float32))
 
-    def order(s: TokenSampler) -> list[str]:
-        return [n for n in s.params.samplers if n in ("penalties", "dry")]
-
-    # At most three passes keep each row's own order of penalties and DRY.
-    dry_first = [r for r, s in enumerate(samplers) if order(s)[:1] == ["dry"]]
-    rows = _penalise(rows, samplers, skip=set(dry_first))
-    rows = _dry(rows, samplers)
-    if dry_first:
-        rows = _penalise(rows, samplers, only=set(dry_first))
-    return rows
+    # Each row's own order of penalties and DRY, in at most three passes; a stage placed after the
+    # temperature stage cannot change a greedy pick and is skipped (greedy_edits leaves it out).
+    edits = [s.greedy_edits() for s in samplers]
+    dry_first = {r for r, e in enumerate(edits) if e[:1] == ("dry",)}
+    rows = _penalise(rows, samplers, [r for r, e in enumerate(edits) if "penalties" in e and r not in dry_first])
+    rows = _dry(rows, samplers, [r for r, e in enumerate(edits) if "dry" in e])
+    return _penalise(rows, samplers, [r for r, e in enumerate(edits) if "penalties" in e and r in dry_first])
 
 
-def _penalise(rows: mx.array, samplers: Sequence[TokenSampler], skip: set[int] = frozenset(),
-              only: set[int] | None = None) -> mx.array:
+def _penalise(rows: mx.array, samplers: Sequence[TokenSampler], which: list[int]) -> mx.array:
     r_idx, c_idx, counts, rep, freq, pres = [], [], [], [], [], []
-    for r, s in enumerate(samplers):
-        if r in skip or (only is not None and r not in only) or not s.penalties.active:
-            continue
+    for r in which:
+        s = samplers[r]
         ids, cnt = s.penalties.edits()
         keep = (ids >= 0) & (ids < rows.shape[1])
         ids, cnt = ids[keep], cnt[keep]
@@ -96,10 +91,10 @@ def _penalise(rows: mx.array, samplers: Sequence[TokenSampler], skip: set[int] =
     return rows
 
 
-def _dry(rows: mx.array, samplers: Sequence[TokenSampler]) -> mx.array:
+def _dry(rows: mx.array, samplers: Sequence[TokenSampler], which: list[int]) -> mx.array:
     r_idx, c_idx, vals = [], [], []
-    for r, s in enumerate(samplers):
-        for token, penalty in s.dry.edits().items():
+    for r in which:
+        for token, penalty in samplers[r].dry.edits().items():
             if 0 <= token < rows.shape[1]:
                 r_idx.append(r)
                 c_idx.append(token)

@@ -8,47 +8,78 @@ order matters because the final draw walks the candidates in their current order
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 # 0xFFFFFFFF: llama.cpp's LLAMA_DEFAULT_SEED, which asks for a fresh random seed.
 DEFAULT_SEED = 0xFFFFFFFF
 
 
-@dataclass
 class Candidates:
-    """Token ids with their logits and (when computed) probabilities, in the order the chain left them."""
+    """Token ids with their logits and (when computed) probabilities, in the order the chain left them.
 
-    ids: np.ndarray  # int64
-    logits: np.ndarray  # float32
-    p: np.ndarray  # float32; stale until a stage computes it, as upstream
-    sorted: bool = False
-    selected: int = -1
-    # True while ids == arange(n_vocab) in order, so an id is its own position.
-    identity: bool = False
+    A fresh set is the whole vocabulary in id order; its ids and probabilities are materialised only when a
+    stage needs them, and its logits are copied only when a stage edits them in place, because most steps cut
+    a 150k-entry vocabulary down to a few dozen tokens first.
+    """
+
+    def __init__(self, logits: np.ndarray, ids: np.ndarray | None = None, p: np.ndarray | None = None,
+                 *, owned: bool = True) -> None:
+        self.logits = logits  # float32
+        self._ids = ids  # int64; None while the candidates are the full vocabulary in id order
+        self._p = p  # float32; stale until a stage computes it, as upstream
+        self._owned = owned
+        self.sorted = False
+        self.selected = -1
 
     @classmethod
     def from_logits(cls, logits: np.ndarray) -> Candidates:
-        """The full vocabulary in id order, as llama.cpp starts every sampling step."""
-        row = np.asarray(logits, dtype=np.float32).reshape(-1).copy()
-        return cls(
-            ids=np.arange(row.shape[0], dtype=np.int64),
-            logits=row,
-            p=np.zeros_like(row),
-            identity=True,
-        )
+        """The full vocabulary in id order, as llama.cpp starts every sampling step (``logits`` is not modified)."""
+        row = np.asarray(logits, dtype=np.float32).reshape(-1)
+        return cls(row, owned=row is not logits and row.base is None)
+
+    @property
+    def identity(self) -> bool:
+        """Whether the candidates are still the full vocabulary in id order (an id is its own position)."""
+        return self._ids is None
+
+    @property
+    def ids(self) -> np.ndarray:
+        if self._ids is None:
+            return np.arange(self.logits.shape[0], dtype=np.int64)
+        return self._ids
+
+    @property
+    def p(self) -> np.ndarray:
+        if self._p is None:
+            self._p = np.zeros_like(self.logits)
+        return self._p
+
+    @p.setter
+    def p(self, value: np.ndarray) -> None:
+        self._p = value
 
     @property
     def size(self) -> int:
-        return int(self.ids.shape[0])
+        return int(self.logits.shape[0])
+
+    def own_logits(self) -> np.ndarray:
+        """The logits, copied first if they still belong to the caller; for stages that edit in place."""
+        if not self._owned:
+            self.logits = self.logits.copy()
+            self._owned = True
+        return self.logits
 
     def take(self, index: np.ndarray | slice) -> None:
         """Keep (and reorder to) the given positions."""
-        self.ids = self.ids[index]
+        if self._ids is None:
+            self._ids = np.arange(self.size, dtype=np.int64)[index] if isinstance(index, slice) \
+                else np.asarray(index, dtype=np.int64)
+        else:
+            self._ids = self._ids[index]
         self.logits = self.logits[index]
-        self.p = self.p[index]
-        self.identity = False
+        self._owned = not isinstance(index, slice) or self._owned
+        if self._p is not None:
+            self._p = self._p[index]
 
     def truncate(self, size: int) -> None:
         """Keep the first ``size`` candidates."""
@@ -58,14 +89,16 @@ class Candidates:
     def positions_of(self, token_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Positions of ``token_ids`` among the candidates: (positions, which of token_ids are present)."""
         token_ids = np.asarray(token_ids, dtype=np.int64)
-        if self.identity:
+        if self._ids is None:
             present = (token_ids >= 0) & (token_ids < self.size)
             return token_ids[present], present
-        order = np.argsort(self.ids, kind="stable")
-        sorted_ids = self.ids[order]
+        order = np.argsort(self._ids, kind="stable")
+        sorted_ids = self._ids[order]
+        if not self.size:
+            return order[:0], np.zeros(token_ids.shape, dtype=bool)
         at = np.searchsorted(sorted_ids, token_ids)
-        at_clipped = np.minimum(at, max(self.size - 1, 0))
-        present = (at < self.size) & (sorted_ids[at_clipped] == token_ids) if self.size else np.zeros_like(at, bool)
+        at_clipped = np.minimum(at, self.size - 1)
+        present = (at < self.size) & (sorted_ids[at_clipped] == token_ids)
         return order[at_clipped[present]], present
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from mlxd.engine.sampling import temperature as temp_stage
 from mlxd.engine.sampling import truncation
-from mlxd.engine.sampling.candidates import Candidates, Mt19937, resolve_seed
+from mlxd.engine.sampling.candidates import DEFAULT_SEED, Candidates, Mt19937, resolve_seed
 from mlxd.engine.sampling.params import UNSUPPORTED_SAMPLERS, InvalidRequest, SamplingParams, SamplingVocab
 from mlxd.engine.sampling.penalties import Dry, Penalties, apply_logit_bias, process_breakers
 
@@ -92,9 +92,10 @@ class TokenSampler:
         breakers = _breakers_for(vocab, params.dry_sequence_breakers) if dry_on and vocab is not None else {}
         self.dry = Dry(params.dry_multiplier if dry_on else 0.0, params.dry_base, params.dry_allowed_length,
                        params.dry_penalty_last_n, breakers, context_size)
-        # Each stochastic stage owns a generator seeded alike, as each upstream sampler owns one.
+        # Each stochastic stage owns a generator, as each upstream sampler does: seeded alike from a fixed
+        # seed, or each from its own random seed.
         self.rng = Mt19937(self.seed)
-        self.xtc_rng = Mt19937(self.seed if params.seed != 0xFFFFFFFF else resolve_seed(params.seed))
+        self.xtc_rng = Mt19937(resolve_seed(params.seed) if params.seed == DEFAULT_SEED else self.seed)
         self.mirostat: temp_stage.Mirostat | temp_stage.MirostatV2 | None = None
         if mirostat == 1:
             self.mirostat = temp_stage.Mirostat(0, params.mirostat_tau, params.mirostat_eta, self.rng)
@@ -106,16 +107,42 @@ class TokenSampler:
 
     @property
     def is_greedy(self) -> bool:
-        """Whether the chain reduces to argmax of the (biased, penalised) logits, whatever the draw."""
+        """Whether the chain reduces to argmax of the logits after ``greedy_edits`` (whatever the draw)."""
         p = self.params
         if p.mirostat != 0 or "temperature" not in p.samplers:
             return False
         if not temp_stage.is_greedy_temperature(p.temperature, p.dynatemp_range):
             return False
+        before = p.samplers[: p.samplers.index("temperature")]
         # Stages that may drop the top token before the temperature stage picks the maximum.
-        if "typ_p" in p.samplers and p.typical_p < 1.0:
+        if "typ_p" in before and p.typical_p < 1.0:
             return False
-        return not ("xtc" in p.samplers and p.xtc_probability > 0.0 and p.xtc_threshold <= 0.5)
+        if "xtc" in before and p.xtc_probability > 0.0 and p.xtc_threshold <= 0.5:
+            return False
+        # A penalty after a cut could lift a token the cut already dropped above the survivors.
+        edits = self._active_edits()
+        listed = [name for name in before if name in edits]
+        if len(listed) != len(set(listed)):
+            return False  # a stage listed twice: left to the exact chain
+        seen_cut = False
+        for name in before:
+            if name in edits and seen_cut:
+                return False
+            seen_cut = seen_cut or name in ("top_k", "top_p", "min_p", "top_n_sigma")
+        return True
+
+    def greedy_edits(self) -> tuple[str, ...]:
+        """For a greedy chain: the logit-editing stages ("penalties", "dry") that run before the argmax, in order.
+
+        Logit bias always comes first and is not listed.
+        """
+        p = self.params
+        before = p.samplers[: p.samplers.index("temperature")] if "temperature" in p.samplers else p.samplers
+        edits = self._active_edits()
+        return tuple(name for name in before if name in edits)
+
+    def _active_edits(self) -> set[str]:
+        return {name for name, on in (("penalties", self.penalties.active), ("dry", self.dry.enabled)) if on}
 
     def accept(self, token_id: int) -> None:
         """Record an emitted (or prompt) token in the penalty and DRY windows."""

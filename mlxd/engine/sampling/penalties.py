@@ -22,7 +22,7 @@ def apply_logit_bias(cur: Candidates, bias: Mapping[int, float]) -> None:
     ids = np.fromiter(bias.keys(), dtype=np.int64, count=len(bias))
     values = np.fromiter(bias.values(), dtype=np.float32, count=len(bias))
     at, present = cur.positions_of(ids)
-    cur.logits[at] += values[present]
+    cur.own_logits()[at] += values[present]
 
 
 class Penalties:
@@ -71,7 +71,7 @@ class Penalties:
             return
         ids, counts = self.edits()
         at, present = cur.positions_of(ids)
-        cur.logits[at] = self.penalise(cur.logits[at], counts[present])
+        cur.own_logits()[at] = self.penalise(cur.logits[at], counts[present])
 
 
 # DRY limits from llama.cpp: breakers are cut to 40 characters and their tails to 20 tokens.
@@ -212,5 +212,5 @@ class Dry:
         ids = np.fromiter(penalties.keys(), dtype=np.int64, count=len(penalties))
         values = np.fromiter(penalties.values(), dtype=np.float32, count=len(penalties))
         at, present = cur.positions_of(ids)
-        cur.logits[at] -= values[present]
+        cur.own_logits()[at] -= values[present]
         cur.sorted = False

@@ -21,7 +21,8 @@ def top_k(cur: Candidates, k: int) -> None:
     if not cur.sorted:
         if k < cur.size:
             # Partial selection first: a full sort of a 150k vocabulary is the slow part of a step.
-            part = np.argpartition(-cur.logits, k - 1)[:k]
+            n = cur.size
+            part = np.argpartition(cur.logits, n - k)[n - k:]
             part.sort()  # id order among the chosen, so the stable sort below breaks ties by position
             order = part[np.argsort(-cur.logits[part], kind="stable")]
             cur.take(order)

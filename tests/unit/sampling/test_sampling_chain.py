@@ -120,8 +120,14 @@ def test_batch_greedy_rows_equal_the_chain(vocab):
         SamplingParams(temperature=0.0, repeat_penalty=3.0, dry_multiplier=2.0),
         SamplingParams(temperature=0.0, repeat_penalty=3.0, dry_multiplier=2.0,
                        samplers=("dry", "penalties", "temperature")),
+        SamplingParams(temperature=0.0, repeat_penalty=3.0, samplers=("temperature", "penalties")),
     ]
-    sampled = [SamplingParams(seed=9), SamplingParams(seed=10, temperature=1.5, top_k=0, n_probs=2)]
+    sampled = [
+        SamplingParams(seed=9),
+        SamplingParams(seed=10, temperature=1.5, top_k=0, n_probs=2),
+        # greedy, but a penalty after a cut is left to the exact chain
+        SamplingParams(temperature=0.0, top_k=3, repeat_penalty=0.5, samplers=("top_k", "penalties", "temperature")),
+    ]
     params = greedy + sampled
     for _ in range(5):
         logits = rng.normal(size=(len(params), v)).astype(np.float32) * 2
@@ -130,7 +136,7 @@ def test_batch_greedy_rows_equal_the_chain(vocab):
         got = sample_batch(mx.array(logits), batch)
         want = [t.sample(logits[i]) for i, t in enumerate(twins)]
         assert [g.id for g in got] == [w.id for w in want]
-        assert got[-1].probs == want[-1].probs
+        assert got[len(greedy) + 1].probs == want[len(greedy) + 1].probs
     assert all(TokenSampler(p, vocab).is_greedy for p in greedy)
     assert not any(TokenSampler(p, vocab).is_greedy for p in sampled)
 
