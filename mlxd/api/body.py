@@ -18,10 +18,29 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"invalid literal {name}")
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 def parse_json(raw: bytes | str) -> Any:
     """Decode one JSON document; malformed, non-UTF-8 or absurdly nested input is an ``InvalidRequest``."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        value = json.loads(raw, parse_constant=_refuse_constant)
+        # An escaped half of a surrogate pair (\ud800) decodes to a string that is not Unicode text.
+        escaped = raw if isinstance(raw, bytes) else raw.encode("utf-8", errors="surrogatepass")
+        if (b"\\ud" in escaped or b"\\uD" in escaped) and _has_lone_surrogate(value):
+            raise InvalidRequest("parse error: invalid string: a \\u escape names half of a surrogate pair")
+        return value
     except json.JSONDecodeError as exc:
         raise InvalidRequest(f"parse error at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
     except RecursionError as exc:

@@ -56,16 +56,17 @@ async def post_slot(request: Request, id_slot: str) -> HTTPResponse:
     worker = model.worker
     if action not in ("save", "restore", "erase"):
         raise InvalidRequest("Invalid action")
-    if not hasattr(worker, f"{action}_slot"):
-        raise NotSupported(ACTIONS_UNAVAILABLE)
-
     started = time.perf_counter()
     if action == "erase":
+        if not hasattr(worker, "erase_slot"):
+            raise NotSupported(ACTIONS_UNAVAILABLE)
         n = await asyncio.to_thread(worker.erase_slot, slot_id)
         return json_response(SlotErased(id_slot=slot_id, n_erased=int(n)).model_dump())
 
     filename = parse(SlotFileRequest, json_object(request)).filename
     path = slot_file(directory, filename)
+    if not hasattr(worker, f"{action}_slot"):
+        raise NotSupported(ACTIONS_UNAVAILABLE)
     if action == "save":
         n = await asyncio.to_thread(write_atomically, path, lambda tmp: worker.save_slot(slot_id, tmp))
         ms = (time.perf_counter() - started) * 1e3
