@@ -1,0 +1,111 @@
+"""The b10621 compat manifest: one JSON file per kind (``manifest-options.json``, later ``manifest-routes.json``
+and ``manifest-native_fields.json``), each a list of entries with upstream facts, a state and the pinning test.
+
+The loader and the validator are generic over kinds; what a kind's entries must cover is checked by its tests.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+STATES = ("supported", "aliased", "not_applicable", "deferred", "by_design")
+KINDS = ("options", "routes", "native_fields")
+TAG = "b10621"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One upstream surface: an option, a route or a native request field."""
+
+    id: str  # option name, "METHOD /path", or field name
+    state: str
+    upstream: dict[str, Any]
+    divergence: str = ""  # what differs or is missing; empty only when supported
+    test: str = ""  # the pytest node id that pins the claim
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    kind: str
+    tag: str
+    entries: tuple[Entry, ...] = field(default_factory=tuple)
+
+    def by_id(self) -> dict[str, Entry]:
+        return {e.id: e for e in self.entries}
+
+
+def _file(kind: str) -> str:
+    return f"{TAG}/manifest-{kind}.json"
+
+
+def available_kinds() -> list[str]:
+    """The kinds whose manifest file is packaged."""
+    root = resources.files("mlxd.compat")
+    return [k for k in KINDS if root.joinpath(_file(k)).is_file()]
+
+
+def load(kind: str) -> Manifest:
+    """The packaged manifest of ``kind``."""
+    text = resources.files("mlxd.compat").joinpath(_file(kind)).read_text(encoding="utf-8")
+    return from_json(json.loads(text))
+
+
+def from_json(doc: dict[str, Any]) -> Manifest:
+    entries = tuple(Entry(**e) for e in doc["entries"])
+    return Manifest(kind=doc["kind"], tag=doc["tag"], entries=entries)
+
+
+def to_json(manifest: Manifest) -> str:
+    doc = {"kind": manifest.kind, "tag": manifest.tag,
+           "states": {s: sum(e.state == s for e in manifest.entries) for s in STATES},
+           "entries": [{k: v for k, v in e.__dict__.items() if v or k in ("id", "state", "upstream")}
+                       for e in manifest.entries]}
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def package_path(kind: str) -> Path:
+    """Where the manifest of ``kind`` lives in a source checkout (for the tools that write it)."""
+    return Path(__file__).parent / _file(kind)
+
+
+def validate(manifest: Manifest, repo_root: Path | None = None) -> list[str]:
+    """Problems with a manifest's own shape: unknown states, duplicate ids, a supported entry with a divergence,
+    a non-supported one without, a missing pinning test (checked against ``repo_root`` when given)."""
+    problems = []
+    if manifest.kind not in KINDS:
+        problems.append(f"unknown manifest kind {manifest.kind!r}")
+    seen: set[str] = set()
+    for e in manifest.entries:
+        where = f"{manifest.kind}:{e.id}"
+        if e.id in seen:
+            problems.append(f"{where}: duplicate entry")
+        seen.add(e.id)
+        if e.state not in STATES:
+            problems.append(f"{where}: unknown state {e.state!r}")
+        if e.state == "supported" and e.divergence:
+            problems.append(f"{where}: supported entries have no divergence")
+        if e.state != "supported" and not e.divergence:
+            problems.append(f"{where}: a {e.state} entry must say what differs or is missing")
+        if not e.test:
+            problems.append(f"{where}: no pinning test")
+        elif repo_root is not None and not test_exists(repo_root, e.test):
+            problems.append(f"{where}: pinning test {e.test} does not exist")
+    return problems
+
+
+def test_exists(repo_root: Path, node_id: str) -> bool:
+    """Whether a pytest node id ``path::function`` (parameters allowed) names a test function in a file."""
+    import ast
+
+    path, _, name = node_id.partition("::")
+    file = repo_root / path
+    if not name or not file.is_file():
+        return False
+    name = name.split("[", 1)[0].split("::")[-1]
+    tree = ast.parse(file.read_text(encoding="utf-8"))
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(tree))

@@ -1,0 +1,133 @@
+"""The options manifest against the real parser, both ways, over the packaged b10621 inventory.
+
+Every spelling and env name of every b10621 option parses with a valid value: it acts, is inert, or is refused
+with its diagnostic, never "invalid argument". Every accepted spelling has a manifest entry, every entry's claim
+matches the option table, and every entry's pinning test exists.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+import pytest
+
+from mlxd.compat.manifest import load, validate
+from mlxd.config import ConfigError, Kind, OptionSpec, ValueType, resolve, table
+from mlxd.config.options import inventory, upstream_name
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+B10621 = [spec for spec in table() if spec.origin == "b10621"]
+
+
+def _files(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "models").mkdir(exist_ok=True)
+    (tmp_path / "p.ini").write_text("[a]\nmodel = /a\n")
+    return {"models-dir": str(tmp_path / "models"), "models-preset": str(tmp_path / "p.ini")}
+
+
+def valid_text(spec: OptionSpec, files: dict[str, str]) -> list[str]:
+    """A valid value for ``spec`` as command-line words; its default where it has one."""
+    if spec.name in files:
+        return [files[spec.name]]
+    if spec.value_type is ValueType.PAIR:
+        return ["0", "1"]
+    default = spec.default
+    if isinstance(default, list):
+        return [",".join(default)] if default else ["a"]
+    if default is None:
+        return [{ValueType.INT: "1", ValueType.FLOAT: "0.5"}.get(spec.value_type, (spec.choices or ("x",))[0])]
+    return [str(default)]
+
+
+def other_text(spec: OptionSpec) -> list[str]:
+    """A valid value other than the default (and outside any inert set), to exercise refusals."""
+    if spec.value_type is ValueType.PAIR:
+        return ["0", "1"]
+    if spec.domain == "ggml_type":
+        return ["q8_0"]
+    if spec.domain == "ngl":
+        return ["5"]
+    if spec.domain == "percent":
+        return ["7"]
+    if spec.choices:
+        return [next(c for c in spec.choices if c != spec.default and c not in (spec.inert_values or ()))]
+    if spec.value_type is ValueType.INT:
+        return [str(int(spec.maximum) if spec.maximum is not None and spec.maximum < 7 else 7)]
+    if spec.value_type is ValueType.FLOAT:
+        return ["0.375"]
+    return ["other-value"]
+
+
+def _outcome(argv: list[str], env: dict[str, str], spec: OptionSpec, source: str) -> str:
+    """'acts' when the value is in force with the expected provenance, 'refused' when refused with the option's
+    own diagnostic; anything else fails."""
+    try:
+        resolved = resolve(argv, env, read_config_ini=False)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            assert "invalid argument" not in problem.message, problem.render()
+            assert problem.option == spec.name and problem.source == source, problem.render()
+            assert "not supported by mlxd" in problem.message, problem.render()
+        return "refused"
+    assert resolved.provenance[spec.name] == source
+    return "acts"
+
+
+@pytest.mark.parametrize("spec", B10621, ids=[s.name for s in B10621])
+def test_every_spelling_parses(spec: OptionSpec, tmp_path: Path) -> None:
+    files = _files(tmp_path)
+    for spelling in spec.spellings:
+        argv = [spelling] + (valid_text(spec, files) if spec.takes_value else [])
+        outcome = _outcome(argv, {}, spec, f"cli:{spelling}")
+        if outcome == "refused":  # only options the table says may refuse
+            assert spec.treatment in ("refuse", "removed") or spec.inert_values or spec.check, spelling
+
+
+@pytest.mark.parametrize("spec", [s for s in B10621 if s.env], ids=[s.name for s in B10621 if s.env])
+def test_every_env_name_parses(spec: OptionSpec, tmp_path: Path) -> None:
+    files = _files(tmp_path)
+    for name in spec.env:
+        text = "1" if spec.is_bool else " ".join(valid_text(spec, files))
+        assert _outcome([], {name: text}, spec, f"env:{name}") in ("acts", "refused")
+    if spec.env_negative:  # rule 1.7: existence alone disables
+        assert _outcome([], {spec.env_negative: ""}, spec, f"env:{spec.env_negative}") in ("acts", "refused")
+
+
+NA = [s for s in B10621 if load("options").by_id()[s.name].state == "not_applicable"]
+
+
+@pytest.mark.parametrize("spec", NA, ids=[s.name for s in NA])
+def test_not_applicable_options_are_refused_or_inert(spec: OptionSpec) -> None:
+    """A non-default value is refused with the option's diagnostic, unless every value is inert."""
+    spelling = spec.long[-1] if spec.long else spec.spellings[-1]
+    argv = [spelling] + (other_text(spec) if spec.takes_value else [])
+    if spec.kind is Kind.BOOL_PAIR and spec.default:
+        argv = [spec.negatives[-1]]
+        spelling = argv[0]
+    outcome = _outcome(argv, {}, spec, f"cli:{spelling}")
+    if spec.treatment == "inert" and spec.inert_values is None:
+        assert outcome == "acts"
+    else:
+        assert outcome == "refused"
+
+
+def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
+    manifest = load("options").by_id()
+    accepted = {s: spec.name for spec in B10621 for s in spec.spellings}
+    claimed = {s: e.id for e in manifest.values() for s in e.upstream["spellings"]}
+    assert accepted == claimed
+    assert set(manifest) == {upstream_name(e) for e in inventory()}
+    assert len(manifest) == 249
+
+
+def test_manifest_states_match_the_table() -> None:
+    for entry in load("options").entries:
+        spec = table().get(entry.id)
+        refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check == "ngl"
+        assert (entry.state == "not_applicable") == refuses, entry.id
+        assert entry.state != "supported" or spec.treatment == "supported", entry.id
+
+
+def test_manifest_is_well_formed_and_every_pinning_test_exists() -> None:
+    assert validate(load("options"), REPO_ROOT) == []
+
+
