@@ -7,8 +7,11 @@ Typical use, on the asyncio side of a chat route::
     stream = ChatOutputStream.for_prompt(prompt)
     for event in token_events: deltas = stream.feed(event.text)
     deltas = stream.finish(); message = stream.message()
+
+On the worker side, ``ReasoningBudget`` watches generated token texts for ``--reasoning-budget``.
 """
 
+from mlxd.engine.chat.budget import ReasoningBudget
 from mlxd.engine.chat.caps import TemplateCaps
 from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError, UnknownTemplateNameError
 from mlxd.engine.chat.messages import template_messages, template_tools
@@ -49,6 +52,7 @@ __all__ = [
     "ChatRequestError",
     "ChatTemplate",
     "ChatTemplateError",
+    "ReasoningBudget",
     "ReasoningFormat",
     "ReasoningMode",
     "ReasoningStream",
