@@ -252,3 +252,9 @@ def test_error_bodies_are_json(client: httpx.Client) -> None:
     response = client.post("/detokenize", json={"tokens": [10**9]})
     assert response.status_code == 400
     assert json.loads(response.text)["error"]["type"] == "invalid_request_error"
+
+
+def test_vertex_routes_are_not_mounted(client: httpx.Client) -> None:
+    # not_applicable: b10621 mounts these only under AIP_MODE=PREDICTION; mlxd never reads those variables.
+    response = client.post("/predict", json={"instances": []})
+    assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
