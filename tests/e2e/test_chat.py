@@ -1,0 +1,169 @@
+"""The OpenAI chat routes, Anthropic Messages and OpenAI Responses, served over HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from mlxd.api.state import ServingState
+from mlxd.config import Config
+from tests.e2e.api_harness import AppServer, served_model
+from tests.e2e.captures import key_set, load
+from tests.e2e.sse_frames import frames, payloads
+
+HELLO = [{"role": "user", "content": "hello"}]
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                          "required": ["city"]}}}]
+
+
+@pytest.fixture(scope="module")
+def app_server(tiny_model: Any) -> Iterator[AppServer]:
+    served = served_model(tiny_model, parallel=2, ctx_size=1024)
+    server = AppServer(ServingState(config=Config(parallel=2, ctx_size=1024), model=served))
+    yield server
+    server.stop()
+    served.worker.stop()
+
+
+@pytest.fixture(scope="module")
+def client(app_server: AppServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+        yield c
+
+
+def test_chat_stream_deltas_equal_whole_answer(client: httpx.Client) -> None:
+    body = {"messages": HELLO, "max_tokens": 16, "temperature": 0.9, "seed": 77}
+    whole = client.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+    streamed = payloads(client.post("/v1/chat/completions", json={**body, "stream": True}).text)
+    assert streamed[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    text = "".join(p["choices"][0]["delta"].get("content") or "" for p in streamed if p["choices"])
+    assert text == whole and whole
+
+
+def test_chat_stream_logprobs(client: httpx.Client) -> None:
+    body = {"messages": HELLO, "max_tokens": 3, "temperature": 0, "stream": True, "logprobs": True, "top_logprobs": 2}
+    chunks = payloads(client.post("/chat/completions", json=body).text)
+    with_probs = [c for c in chunks if c["choices"] and "logprobs" in c["choices"][0]]
+    assert with_probs and len(with_probs[0]["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 2
+    whole = client.post("/chat/completions", json={**body, "stream": False}).json()
+    assert key_set(whole) == key_set(load("post_chat_completions_logprobs").json())
+
+
+def test_top_logprobs_without_logprobs_is_refused(client: httpx.Client) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": HELLO, "top_logprobs": 2})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "top_logprobs requires logprobs to be set to true"
+
+
+def test_chat_with_tools_is_served(client: httpx.Client) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": HELLO, "tools": TOOLS, "max_tokens": 4})
+    assert response.status_code == 200, response.text
+    message = response.json()["choices"][0]["message"]
+    assert message["role"] == "assistant"
+
+
+@pytest.mark.parametrize("part,message", [
+    ({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}, "image input is not supported"),
+    ({"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}, "audio input is not supported"),
+])
+def test_media_parts_are_refused_with_501(client: httpx.Client, part: dict, message: str) -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "what is this"}, part]}]
+    response = client.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 2})
+    assert response.status_code == 501
+    error = response.json()["error"]
+    assert error["type"] == "not_supported_error" and error["message"].startswith(message)
+
+
+def test_response_format_is_refused_until_constrained_decoding(client: httpx.Client) -> None:
+    response = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2,
+                                                         "response_format": {"type": "json_object"}})
+    assert response.status_code == 400 and "response_format" in response.json()["error"]["message"]
+    plain = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2,
+                                                      "response_format": {"type": "text"}})
+    assert plain.status_code == 200
+
+
+def test_input_tokens_count_the_rendered_prompt(client: httpx.Client) -> None:
+    chat = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 1}).json()
+    counted = client.post("/v1/chat/completions/input_tokens", json={"messages": HELLO}).json()
+    assert counted == {"input_tokens": chat["usage"]["prompt_tokens"]}
+    anthropic = client.post("/v1/messages/count_tokens", json={"model": "m", "messages": HELLO}).json()
+    assert anthropic == counted
+    responses = client.post("/v1/responses/input_tokens", json={"input": "hello"}).json()
+    assert responses == {"object": "response.input_tokens", "input_tokens": counted["input_tokens"]}
+
+
+# ---- Anthropic ---------------------------------------------------------------------------------------------------
+
+
+def test_anthropic_message(client: httpx.Client) -> None:
+    out = client.post("/v1/messages", json={"model": "m", "max_tokens": 4, "system": "be brief",
+                                            "messages": HELLO}).json()
+    assert set(out) == {"id", "type", "role", "content", "model", "stop_reason", "stop_sequence", "usage"}
+    assert out["type"] == "message" and out["stop_reason"] == "max_tokens"
+    assert out["content"][0]["type"] == "text" and out["usage"]["output_tokens"] == 4
+
+
+def test_anthropic_stream_event_sequence(client: httpx.Client) -> None:
+    body = {"model": "m", "max_tokens": 6, "messages": HELLO, "stream": True, "temperature": 0.7, "seed": 5}
+    events = frames(client.post("/v1/messages", json=body).text)
+    names = [name for name, _ in events]
+    assert names[:3] == ["message_start", "content_block_start", "ping"]
+    assert set(names[3:-3]) == {"content_block_delta"}
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    for name, data in events:
+        assert json.loads(data)["type"] == name
+    text = "".join(json.loads(d)["delta"]["text"] for n, d in events if n == "content_block_delta")
+    whole = client.post("/v1/messages", json={**body, "stream": False}).json()
+    assert text == whole["content"][0]["text"]
+
+
+def test_anthropic_tool_history_and_bad_blocks(client: httpx.Client) -> None:
+    messages = [
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "get_weather",
+                                           "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}]},
+    ]
+    tools = [{"name": "get_weather", "description": "w", "input_schema": {"type": "object"}}]
+    ok = client.post("/v1/messages", json={"model": "m", "max_tokens": 2, "messages": messages, "tools": tools})
+    assert ok.status_code == 200, ok.text
+    bad = client.post("/v1/messages", json={"model": "m", "max_tokens": 2,
+                                            "messages": [{"role": "user", "content": [{"type": "hologram"}]}]})
+    assert bad.status_code == 400
+    image = client.post("/v1/messages", json={"model": "m", "max_tokens": 2, "messages": [
+        {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "AA"}}]}]})
+    assert image.status_code == 501
+
+
+# ---- Responses ---------------------------------------------------------------------------------------------------
+
+
+def test_responses_whole_and_streamed(client: httpx.Client) -> None:
+    body = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}],
+            "instructions": "be brief", "max_output_tokens": 6, "temperature": 0.7, "seed": 9}
+    whole = client.post("/v1/responses", json=body).json()
+    assert whole["object"] == "response" and whole["status"] == "completed"
+    assert whole["output"][0]["type"] == "message"
+    text = whole["output"][0]["content"][0]["text"]
+    events = frames(client.post("/responses", json={**body, "stream": True}).text)
+    names = [name for name, _ in events]
+    assert names[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert names[-1] == "response.completed"
+    deltas = "".join(json.loads(d)["delta"] for n, d in events if n == "response.output_text.delta")
+    assert deltas == text
+    completed = json.loads(events[-1][1])["response"]
+    assert completed["output"][0]["content"][0]["text"] == text
+
+
+def test_responses_refuses_what_it_cannot_honour(client: httpx.Client) -> None:
+    stored = client.post("/v1/responses", json={"input": "hi", "previous_response_id": "resp_1"})
+    assert stored.status_code == 400
+    schema = client.post("/v1/responses", json={"input": "hi", "text": {"format": {"type": "json_schema",
+                                                                                   "schema": {}}}})
+    assert schema.status_code == 400
