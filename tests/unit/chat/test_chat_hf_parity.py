@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from transformers.utils.chat_template_utils import render_jinja_template
+from transformers.utils import chat_template_utils
 
 from mlxd.engine.chat import ChatTemplate
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Its annotations say it returns a string; it returns (rendered chats, generation indices).
+render_jinja_template: Any = chat_template_utils.render_jinja_template
 WHEN = datetime(2025, 3, 1)
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather <now>",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
