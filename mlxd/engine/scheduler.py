@@ -1,0 +1,325 @@
+"""Continuous batching over llama-server's slots, run by the model worker thread one step at a time.
+
+Each step admits waiting requests into idle slots, runs one decode step for every generating slot (one forward
+pass and one sampling call for the whole batch), then spends what is left of ``--batch-size`` on prompt chunks.
+
+mlx_lm's ``BatchGenerator`` is not used: its samplers must be pure array functions (llama.cpp's chain keeps
+per-request state on the host: penalties, DRY, mirostat), its stop handling is by token sequence (llama-server
+matches text across token boundaries and withholds partial matches), and it has no slot or prompt-cache model.
+The loop below is built on the same parts instead: mlx_lm's model code, its ``BatchKVCache``
+(merge/extend/filter/extract) and its prompt-cache trie, and the same ``async_eval`` pipelining.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from typing import Any, Callable, Protocol
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.handle import RequestHandle
+from mlxd.engine.prompt_cache import PromptCache, adopt
+from mlxd.engine.sequence import Sequence
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.slots import Resident, Slot, SlotRegistry
+from mlxd.engine.types import ErrorEvent
+
+log = logging.getLogger("mlxd.engine.scheduler")
+
+
+class SamplerBackend(Protocol):
+    """What the scheduler needs from the sampling chain."""
+
+    def new(self, request: Any) -> Any:
+        """A fresh per-request sampler (its state lives as long as the request)."""
+
+    def is_greedy(self, sampler: Any) -> bool:
+        """Whether the sampler is a plain argmax of the logits with nothing to report (no probabilities)."""
+
+    def sample(self, logits: mx.array, samplers: list[Any]) -> list[Any]:
+        """Sample one token per row of ``logits`` [B, V]; each result has an ``id``."""
+
+
+class BadInput(ValueError):
+    """A request the worker found unusable after admission (for example a token id outside the vocabulary)."""
+
+
+class Scheduler:
+    """The batch state of one model; every method runs on the worker thread."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        decode: Callable[[list[int]], str],
+        eos_ids: set[int],
+        vocab_size: int,
+        settings: WorkerSettings,
+        n_ctx_slot: int,
+        sampling: SamplerBackend,
+    ) -> None:
+        self.model = model
+        self.decode = decode
+        self.eos_ids = eos_ids
+        self.vocab_size = vocab_size
+        self.settings = settings
+        self.sampling = sampling
+        self.slots = SlotRegistry(settings.n_parallel, n_ctx_slot)
+        self.prompt_cache = PromptCache(settings.cache_ram_bytes)
+        self.waiting: deque[RequestHandle] = deque()
+        self.prefilling: list[Slot] = []
+        self.batch = DecodeBatch()
+
+    @property
+    def idle(self) -> bool:
+        return not self.waiting and not self.prefilling and not len(self.batch)
+
+    # -- commands ------------------------------------------------------------------------------------------
+    def add(self, handle: RequestHandle) -> None:
+        self.waiting.append(handle)
+
+    def cancel(self, handle: RequestHandle, message: str = "request cancelled") -> None:
+        """Drop a request wherever it is; its slot is free and its cache discarded before this returns."""
+        if handle in self.waiting:
+            self.waiting.remove(handle)
+            handle.push(ErrorEvent(message))
+            return
+        for slot in self.slots.busy():
+            if slot.seq is not None and slot.seq.handle is handle:
+                self._drop(slot, message)
+                return
+
+    def close(self) -> None:
+        """Forget every cache (on the worker thread, before it ends: the arrays belong to its stream)."""
+        for slot in self.slots.slots:
+            slot.resident = slot.kv = None
+        self.prompt_cache = PromptCache(0)
+        self.batch = DecodeBatch()
+
+    def cancel_all(self, message: str) -> None:
+        for handle in list(self.waiting):
+            self.cancel(handle, message)
+        for slot in self.slots.busy():
+            self._drop(slot, message)
+
+    # -- one step ------------------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Admit, decode once, then prefill within the batch budget."""
+        self._admit()
+        if len(self.batch):
+            try:
+                self._decode()
+            except Exception as exc:  # a failure of the batched forward pass: no row can go on
+                log.exception("decode step failed")
+                for slot in list(self.batch.slots):
+                    self._drop(slot, f"generation failed: {exc}")
+        if self.prefilling and (self.settings.cont_batching or not len(self.batch)):
+            self._prefill(max(1, self.settings.batch_size - len(self.batch)))
+
+    def _admit(self) -> None:
+        for handle in list(self.waiting):
+            if not self.slots.idle():
+                return
+            req = handle.request
+            slot = self.slots.choose(req.prompt_tokens, req.cache_namespace, req.id_slot)
+            if slot is None:
+                continue  # pinned to a busy slot; later requests may still start
+            self.waiting.remove(handle)
+            try:
+                self._start(slot, handle)
+            except Exception as exc:
+                self._fail_start(slot, handle, exc)
+
+    def _start(self, slot: Slot, handle: RequestHandle) -> None:
+        req = handle.request
+        bad = [t for t in req.prompt_tokens if not 0 <= t < self.vocab_size]
+        if bad:
+            raise BadInput(f"token id {bad[0]} is out of the vocabulary (n_vocab = {self.vocab_size})")
+        seq = Sequence(
+            req,
+            handle,
+            handle.id_task,
+            self.sampling.new(req),
+            self.decode,
+            self.eos_ids,
+            slot.n_ctx,
+            self.settings.n_predict,
+        )
+        slot.seq, slot.t_last_used = seq, time.monotonic()
+        seq.t_prompt_start = time.perf_counter()
+        if not seq.prompt:  # upstream answers an empty prompt at once, with nothing generated
+            seq.prompt_done()
+            self._release(slot, None)
+            return
+        kv, n = self._reuse(slot, req) if self.settings.cache_prompt and req.cache_prompt else (None, 0)
+        slot.kv = kv if kv is not None else make_prompt_cache(self.model)
+        seq.n_past = seq.n_cache = n
+        self.prefilling.append(slot)
+
+    def _reuse(self, slot: Slot, req: Any) -> tuple[list[Any] | None, int]:
+        """The longest cached prefix: the slot's own tokens, or any entry of the host prompt cache."""
+        res, slot.resident = slot.resident, None
+        if self.prompt_cache.enabled:
+            if res is not None:  # as upstream, a slot's tokens move to the host cache when the slot is reused
+                self.prompt_cache.insert(res.namespace, res.tokens, res.kv)
+            return self.prompt_cache.fetch(req.cache_namespace, req.prompt_tokens)
+        if res is not None and res.namespace == req.cache_namespace:
+            return adopt(res.tokens, res.kv, req.prompt_tokens)
+        return None, 0
+
+    # -- prompt processing ---------------------------------------------------------------------------------
+    def _prefill(self, budget: int) -> None:
+        for slot in list(self.prefilling):
+            if budget <= 0:
+                return
+            try:
+                budget -= self._prefill_chunk(slot, budget)
+            except Exception as exc:
+                log.exception("prompt processing failed")
+                self._drop(slot, f"prompt processing failed: {exc}")
+
+    def _prefill_chunk(self, slot: Slot, budget: int) -> int:
+        seq, kv = slot.seq, slot.kv
+        assert seq is not None and kv is not None
+        start = seq.n_past
+        todo = len(seq.prompt) - start
+        n = min(todo, budget)
+        if n < todo:
+            self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
+            mx.eval([c.state for c in kv])
+            seq.n_past += n
+            seq.n_prompt_processed += n
+            return n
+        # Last chunk: only the final position's logits are needed, so it goes through on its own.
+        if n > 1:
+            self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
+        logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
+        seq.n_past += n
+        seq.n_prompt_processed += n
+        self.prefilling.remove(slot)
+        if seq.n_predict == 0:
+            mx.eval([c.state for c in kv])
+            seq.prompt_done()
+            self._release(slot, kv)
+            return n
+        sampled = None
+        if self.sampling.is_greedy(seq.sampler):
+            token = int(mx.argmax(logits, axis=-1).item())
+        else:
+            sampled = self.sampling.sample(logits, [seq.sampler])[0]
+            token = int(sampled.id)
+        seq.prompt_done()
+        if self._accept(slot, token, sampled):
+            self.batch.add(slot, kv, token)
+            slot.kv = None
+        elif slot.seq is not None:
+            self._release(slot, kv)
+        return n
+
+    # -- decoding ------------------------------------------------------------------------------------------
+    def _decode(self) -> None:
+        batch = self.batch
+        pipelined = all(self.sampling.is_greedy(s.seq.sampler) for s in batch.slots if s.seq is not None)
+        if not pipelined and any(batch.awaiting):
+            self._settle()
+            if not len(batch):
+                return
+        assert batch.tokens is not None
+        logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
+        done: list[int] = []
+        if pipelined:
+            # Start the next step's tokens now; read this step's inputs while the device works.
+            following = mx.argmax(logits, axis=-1).astype(mx.uint32)
+            mx.async_eval(following)
+            inputs = batch.tokens.tolist() if any(batch.awaiting) else None
+            for i, slot in enumerate(batch.slots):
+                seq = slot.seq
+                assert seq is not None
+                if batch.awaiting[i] and inputs is not None and not self._accept(slot, inputs[i]):
+                    done.append(i)
+                seq.n_past += 1
+            batch.tokens, batch.awaiting = following, [True] * len(batch)
+        else:
+            samplers = [s.seq.sampler for s in batch.slots if s.seq is not None]
+            results = self.sampling.sample(logits, samplers)
+            ids = [int(r.id) for r in results]
+            for i, slot in enumerate(batch.slots):
+                assert slot.seq is not None
+                slot.seq.n_past += 1
+                if not self._accept(slot, ids[i], results[i]):
+                    done.append(i)
+            batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
+        if done:
+            self._retire(done)
+
+    def _settle(self) -> None:
+        """Read back and accept the tokens a pipelined step left pending."""
+        batch = self.batch
+        assert batch.tokens is not None
+        inputs = batch.tokens.tolist()
+        done = [
+            i
+            for i, slot in enumerate(batch.slots)
+            if batch.awaiting[i] and not self._accept(slot, inputs[i])
+        ]
+        batch.awaiting = [False] * len(batch)
+        if done:
+            self._retire(done)
+
+    def _accept(self, slot: Slot, token: int, sampled: Any = None) -> bool:
+        """Hand a token to its sequence; a failure there ends that request alone."""
+        seq = slot.seq
+        assert seq is not None
+        try:
+            return seq.accept(token, sampled)
+        except Exception as exc:
+            log.exception("token handling failed")
+            seq.fail(f"generation failed: {exc}")
+            return False
+
+    def _retire(self, rows: list[int]) -> None:
+        """Finished rows leave the batch; their slots keep their caches."""
+        batch = self.batch
+        leaving = [(batch.slots[i], batch.extract(i)) for i in rows]
+        batch.remove(rows)
+        for slot, kv in leaving:
+            self._release(slot, kv)
+
+    # -- endings -------------------------------------------------------------------------------------------
+    def _release(self, slot: Slot, kv: list[Any] | None) -> None:
+        """End the slot's request normally: final event (unless it failed), keep its cache, free the slot."""
+        seq = slot.seq
+        assert seq is not None
+        if not seq.failed:
+            seq.finish(slot.id)
+        if kv is not None and not seq.failed:
+            slot.resident = Resident(seq.request.cache_namespace, seq.cached_tokens(), kv)
+        slot.last, slot.seq, slot.kv, slot.t_last_used = seq, None, None, time.monotonic()
+
+    def _drop(self, slot: Slot, message: str) -> None:
+        """End the slot's request with an error; its cache is discarded."""
+        seq = slot.seq
+        if seq is None:
+            return
+        if slot in self.prefilling:
+            self.prefilling.remove(slot)
+        if slot in self.batch.slots:
+            self.batch.remove([self.batch.row_of(slot)])
+        if not seq.failed:
+            seq.fail(message)
+        slot.last, slot.seq, slot.kv, slot.resident = seq, None, None, None
+        slot.t_last_used = time.monotonic()
+
+    def _fail_start(self, slot: Slot, handle: RequestHandle, exc: Exception) -> None:
+        if isinstance(exc, BadInput):
+            handle.push(ErrorEvent(str(exc), "invalid_request_error", 400))
+        else:
+            log.exception("request start failed")
+            handle.push(ErrorEvent(f"request failed: {exc}"))
+        if slot.seq is not None and slot.seq.handle is handle:
+            slot.seq.failed = True
+            self._drop(slot, "")

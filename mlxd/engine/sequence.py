@@ -1,0 +1,173 @@
+"""One generation as the scheduler sees it: its tokens, its text, and llama-server's rules for when it stops.
+
+The order of the stop checks follows llama-server's ``process_token``: stop strings, the ``n_predict`` budget,
+``t_max_predict_ms`` at a new line, ``n_indent``, the end of the slot's context, and end-of-generation tokens last.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from mlxd.engine.detokenize import IncrementalDetokenizer
+from mlxd.engine.samplers import probability_report
+from mlxd.engine.stops import IndentLimit, StopMatcher
+from mlxd.engine.types import (
+    ErrorEvent,
+    FinalEvent,
+    GenerationRequest,
+    StopType,
+    Timings,
+    TokenEvent,
+)
+
+if TYPE_CHECKING:
+    from mlxd.engine.handle import RequestHandle
+
+
+class Sequence:
+    """The state of one admitted request, from its first prompt token to its final event."""
+
+    def __init__(
+        self,
+        request: GenerationRequest,
+        handle: "RequestHandle",
+        id_task: int,
+        sampler: Any,
+        decode: Any,
+        eos_ids: set[int],
+        n_ctx: int,
+        server_n_predict: int,
+    ) -> None:
+        self.request = request
+        self.handle = handle
+        self.id_task = id_task
+        self.sampler = sampler
+        self.eos_ids = eos_ids
+        self.n_ctx = n_ctx
+        self.n_predict = request.n_predict if request.n_predict != -1 else server_n_predict
+        self.prompt = list(request.prompt_tokens)
+        self.generated: list[int] = []
+        self._decode = decode
+        self._detok = IncrementalDetokenizer(decode, self.prompt)
+        self._stops = StopMatcher(request.stop)
+        self._indent = IndentLimit(request.n_indent)
+        self.text = ""  # generated text sent so far (a matched stop string and what follows it cut off)
+        # Slot facts (llama-server's names).
+        self.n_cache = 0  # prompt tokens taken from the prompt cache
+        self.n_past = 0  # tokens in this sequence's KV cache
+        self.n_prompt_processed = 0
+        self.has_next_token = True
+        self.has_new_line = False
+        self.truncated = False
+        self.stop_type: StopType = "none"
+        self.stopping_word = ""
+        self.failed = False
+        # Timings.
+        self.t_start = time.perf_counter()
+        self.t_prompt_start = 0.0
+        self.t_prompt_ms = 0.0
+        self.t_gen_start = 0.0
+
+    @property
+    def n_decoded(self) -> int:
+        return len(self.generated)
+
+    @property
+    def n_remain(self) -> int:
+        return -1 if self.n_predict < 0 else self.n_predict - self.n_decoded
+
+    @property
+    def all_tokens(self) -> list[int]:
+        return self.prompt + self.generated
+
+    def cached_tokens(self) -> list[int]:
+        """The tokens whose keys and values are in this sequence's cache."""
+        return self.all_tokens[: self.n_past]
+
+    def prompt_done(self) -> None:
+        now = time.perf_counter()
+        self.t_prompt_ms = (now - self.t_prompt_start) * 1e3
+        self.t_gen_start = now
+
+    def accept(self, token: int, sampled: Any = None) -> bool:
+        """Record one sampled token, send what may be shown, and say whether generation goes on."""
+        self.generated.append(token)
+        if self.sampler is not None:
+            self.sampler.accept(token)
+        is_eog = token in self.eos_ids and not self.request.ignore_eos
+        piece = "" if is_eog else self._detok.add(token)
+        out, word = self._stops.feed(piece)
+        if word is not None:
+            self.stop_type, self.stopping_word, self.has_next_token = "word", word, False
+        if "\n" in piece:
+            self.has_new_line = True
+        cut = self._indent.check(self.text + out + self._stops.held, piece)
+        if cut is not None:
+            out = (self.text + out)[len(self.text) : max(cut, len(self.text))]
+            self.stop_type, self.has_next_token = "limit", False
+        self._check_limits(is_eog)
+        if not self.has_next_token and word is None and cut is None:
+            out += self._stops.flush()  # held text that never became a stop string
+        self.text += out
+        self._emit_token(token, out, sampled)
+        return self.has_next_token
+
+    def _check_limits(self, is_eog: bool) -> None:
+        req = self.request
+        if self.has_next_token and self.n_predict >= 0 and self.n_decoded >= self.n_predict:
+            self.stop_type, self.has_next_token = "limit", False
+        if (
+            self.has_next_token
+            and self.has_new_line
+            and req.t_max_predict_ms > 0
+            and (time.perf_counter() - self.t_gen_start) * 1e3 > req.t_max_predict_ms
+        ):
+            self.stop_type, self.has_next_token = "limit", False
+        # The token just accepted still has to be fed, and the slot needs room for it.
+        if self.has_next_token and self.n_past + 1 >= self.n_ctx:
+            self.truncated, self.stop_type, self.has_next_token = True, "limit", False
+        if is_eog:
+            self.stop_type, self.has_next_token = "eos", False
+
+    def _emit_token(self, token: int, text: str, sampled: Any) -> None:
+        probs = chosen = None
+        if sampled is not None and self.request.n_probs > 0 and getattr(sampled, "probs", None) is not None:
+            probs, chosen = probability_report(sampled, self.request.post_sampling_probs, self._piece)
+        self.handle.push(TokenEvent(self.n_decoded - 1, token, text, probs, chosen))
+
+    def _piece(self, token: int) -> str:
+        return self._decode([token])
+
+    def final_event(self, id_slot: int) -> FinalEvent:
+        """The closing event: everything sent, why it stopped, and the timings."""
+        if self.has_next_token:  # stopped from outside (n_predict 0, shutdown)
+            self.has_next_token = False
+        now = time.perf_counter()
+        gen_ms = (now - self.t_gen_start) * 1e3 if self.t_gen_start else 0.0
+        timings = Timings(
+            cache_n=self.n_cache,
+            prompt_n=self.n_prompt_processed,
+            prompt_ms=self.t_prompt_ms,
+            predicted_n=self.n_decoded,
+            predicted_ms=gen_ms,
+        )
+        return FinalEvent(
+            text=self.text,
+            tokens=tuple(self.generated),
+            stop_type=self.stop_type,
+            stopping_word=self.stopping_word,
+            truncated=self.truncated,
+            n_prompt_tokens=len(self.prompt),
+            timings=timings,
+            id_slot=id_slot,
+        )
+
+    def finish(self, id_slot: int) -> None:
+        self.handle.push(self.final_event(id_slot))
+
+    def fail(self, message: str, type_: str = "server_error", code: int = 500) -> None:
+        self.has_next_token = False
+        self.failed = True
+        self.handle.push(ErrorEvent(message, type_, code))
+

@@ -1,0 +1,203 @@
+"""The model worker: one thread that owns all MLX work of one loaded model.
+
+The asyncio side calls ``submit`` (which refuses at once what can never run: a prompt larger than a slot's
+context, a full queue) and reads events from the returned ``RequestHandle``. Everything else, including
+cancellation, reaches the thread through its inbox and takes effect at its next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import mlx.core as mx
+
+from mlxd.engine.detokenize import fast_decoder
+from mlxd.engine.handle import RequestHandle
+from mlxd.engine.samplers import ChainSampling, TokenizerVocab
+from mlxd.engine.scheduler import SamplerBackend, Scheduler
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
+from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
+
+log = logging.getLogger("mlxd.engine.worker")
+
+
+class ModelWorker:
+    """Serves generations for one loaded model with continuous batching over ``--parallel`` slots."""
+
+    def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None) -> None:
+        if settings.context_shift:
+            raise EngineError(
+                "--context-shift is not supported: mlxd cannot yet move a slot's cached keys to new positions; "
+                "use --no-context-shift (the default), where a full slot ends its generation with "
+                "truncated = true and stop_type = limit"
+            )
+        self.loaded = loaded
+        self.settings = settings
+        self.n_ctx_slot = settings.n_ctx_slot(int(loaded.n_ctx_train))
+        eos = set(int(t) for t in loaded.eos_token_ids)
+        vocab_size = int(loaded.vocab_size)
+        if sampling is None:
+            sampling = ChainSampling(TokenizerVocab(loaded.tokenizer, vocab_size, sorted(eos)), self.n_ctx_slot)
+        self.scheduler = Scheduler(
+            loaded.model,
+            fast_decoder(loaded.tokenizer),
+            eos,
+            vocab_size,
+            settings,
+            self.n_ctx_slot,
+            sampling,
+        )
+        self._cv = threading.Condition()
+        self._inbox: deque[tuple[str, RequestHandle]] = deque()
+        self._in_flight = 0  # submitted, terminal event not yet pushed
+        self._next_task = 0
+        self._accepting = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker thread; requests are accepted from now on."""
+        with self._cv:
+            if self._thread is not None:
+                return
+            self._accepting, self._stopping = True, False
+            self._thread = threading.Thread(target=self._run, name=f"mlxd-worker-{self.loaded.name}", daemon=True)
+            self._thread.start()
+
+    def stop(self, drain_timeout: float = 0.0) -> None:
+        """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest."""
+        with self._cv:
+            self._accepting = False
+            thread = self._thread
+            if thread is None:
+                return
+            deadline = time.monotonic() + max(0.0, drain_timeout)
+            while self._in_flight and time.monotonic() < deadline:
+                self._cv.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+            self._stopping = True
+            self._cv.notify_all()
+        thread.join()
+        _wait_os_thread_exit(thread)
+        with self._cv:
+            self._thread = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._accepting
+
+    # -- requests -------------------------------------------------------------------------------------------
+    def submit(self, request: GenerationRequest) -> RequestHandle:
+        """Queue a generation; raises ``ContextOverflow``, ``QueueFull``, ``InvalidRequest`` or ``Unavailable``."""
+        n_prompt = len(request.prompt_tokens)
+        if n_prompt >= self.n_ctx_slot:
+            raise ContextOverflow(n_prompt, self.n_ctx_slot)
+        if request.id_slot >= len(self.scheduler.slots):
+            raise InvalidRequest("Invalid slot ID")
+        with self._cv:
+            if not self._accepting:
+                raise Unavailable("the model is not accepting requests (it is stopping or not started)")
+            limit = self.settings.n_parallel + self.settings.queue_max
+            if self._in_flight >= limit:
+                raise QueueFull(
+                    f"server busy: all {self.settings.n_parallel} slots are in use and {self.settings.queue_max} "
+                    "requests are already waiting (raise --queue-max or --parallel)"
+                )
+            self._in_flight += 1
+            self._next_task += 1
+            handle = _TrackedHandle(request, self._next_task, self._on_cancel, self._on_terminal)
+            self._inbox.append(("submit", handle))
+            self._cv.notify_all()
+        return handle
+
+    def slots(self, debug: bool = False) -> list[dict[str, Any]]:
+        """b10621's ``GET /slots`` body (``debug`` adds ``prompt`` and ``generated``, as LLAMA_SERVER_SLOTS_DEBUG)."""
+        out = []
+        for slot in self.scheduler.slots.slots:
+            entry = slot.to_json(debug)
+            if debug and "prompt" in entry:
+                seq = slot.seq or slot.last
+                if seq is not None:
+                    entry["prompt"] = self.loaded.tokenizer.decode(seq.prompt)
+            out.append(entry)
+        return out
+
+    @property
+    def n_in_flight(self) -> int:
+        return self._in_flight
+
+    def _on_cancel(self, handle: RequestHandle) -> None:
+        with self._cv:
+            self._inbox.append(("cancel", handle))
+            self._cv.notify_all()
+
+    def _on_terminal(self) -> None:
+        with self._cv:
+            self._in_flight -= 1
+            self._cv.notify_all()
+
+    # -- the thread -----------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        # A thread-local stream, as mlx_lm's generation stream: MLX work from a plain stream on a non-main thread
+        # aborts the interpreter at exit (mlx 0.32).
+        stream = mx.new_thread_local_stream(mx.default_device())
+        with mx.stream(stream):
+            while True:
+                with self._cv:
+                    while not self._inbox and self.scheduler.idle and not self._stopping:
+                        self._cv.wait()
+                    commands = list(self._inbox)
+                    self._inbox.clear()
+                    stopping = self._stopping
+                for kind, handle in commands:
+                    if kind == "submit":
+                        self.scheduler.add(handle)
+                    else:
+                        self.scheduler.cancel(handle)
+                if stopping:
+                    self.scheduler.cancel_all("the model was unloaded before the request finished")
+                    self.scheduler.close()
+                    mx.synchronize(stream)
+                    return
+                try:
+                    self.scheduler.step()
+                except Exception:  # a bug in the loop itself: fail what runs, keep serving
+                    log.exception("scheduler step failed")
+                    self.scheduler.cancel_all("internal error in the model worker")
+
+
+def _wait_os_thread_exit(thread: threading.Thread, timeout: float = 2.0) -> None:
+    """Wait until the operating system has finished the thread, not just its Python part.
+
+    MLX keeps a per-thread compile cache whose destructor runs after ``join()`` returns and needs the GIL; if the
+    interpreter is shutting down by then, the process aborts. On Linux the thread's /proc entry tells when it is
+    gone; elsewhere there is nothing to wait on.
+    """
+    tid = thread.native_id
+    task = f"/proc/self/task/{tid}"
+    if tid is None or not os.path.isdir("/proc/self/task"):
+        return
+    deadline = time.monotonic() + timeout
+    while os.path.exists(task) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+class _TrackedHandle(RequestHandle):
+    """A handle that tells the worker when its request has ended (for the queue bound and draining)."""
+
+    def __init__(self, request: GenerationRequest, id_task: int, on_cancel: Any, on_terminal: Any) -> None:
+        super().__init__(request, id_task, on_cancel)
+        self._on_terminal = on_terminal
+        self._ended = False
+
+    def push(self, event: Event) -> None:
+        super().push(event)
+        if isinstance(event, (FinalEvent, ErrorEvent)) and not self._ended:
+            self._ended = True
+            self._on_terminal()

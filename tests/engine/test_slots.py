@@ -1,0 +1,37 @@
+"""Slot choice as upstream makes it, and the per-slot context split."""
+
+from __future__ import annotations
+
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.slots import Resident, SlotRegistry
+
+
+def test_context_is_split_per_slot_unless_unified() -> None:
+    assert WorkerSettings(parallel=2, ctx_size=512).n_ctx_slot(8192) == 256
+    assert WorkerSettings(parallel=2, ctx_size=0).n_ctx_slot(8192) == 4096
+    auto = WorkerSettings(parallel=-1, ctx_size=512)
+    assert auto.n_parallel == 4 and auto.unified and auto.n_ctx_slot(8192) == 512
+    assert WorkerSettings(parallel=-1, ctx_size=512, kv_unified=False).n_ctx_slot(8192) == 128
+    assert WorkerSettings(cache_ram_mib=-1).cache_ram_bytes is None
+    assert WorkerSettings(cache_ram_mib=2).cache_ram_bytes == 2 << 20
+
+
+def test_slot_choice_prefers_a_matching_prefix_then_the_least_recently_used() -> None:
+    reg = SlotRegistry(3, 64)
+    a, b, c = reg.slots
+    a.t_last_used, b.t_last_used, c.t_last_used = 3.0, 1.0, 2.0
+    prompt = list(range(20))
+    assert reg.choose(prompt, "raw") is b  # nothing cached: least recently used
+    c.resident = Resident("raw", list(range(10)) + [99], [])
+    assert reg.choose(prompt, "raw") is c  # 10 of 20 tokens in common
+    assert reg.choose(prompt, "chat") is b  # another namespace never matches
+    c.resident = Resident("raw", [0, 99], [])
+    assert reg.choose(prompt, "raw") is b  # 1 of 20 is under upstream's 0.1 similarity
+    assert reg.choose(prompt, "raw", id_slot=0) is a
+
+
+def test_a_pinned_busy_slot_makes_the_request_wait() -> None:
+    reg = SlotRegistry(2, 64)
+    reg.slots[1].seq = object()  # type: ignore[assignment]
+    assert reg.choose([1, 2], "raw", id_slot=1) is None
+    assert reg.choose([1, 2], "raw") is reg.slots[0]
