@@ -13,6 +13,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from sanic import Sanic
+
 from mlxd.api.app import create_app
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.config import Config
@@ -41,10 +43,10 @@ class AppServer:
 
     _counter = 0
 
-    def __init__(self, state: ServingState, **app_kwargs: Any) -> None:
+    def __init__(self, state: ServingState, *, app: Sanic | None = None, **app_kwargs: Any) -> None:
         AppServer._counter += 1
         self.state = state
-        self.app = create_app(state, name=f"mlxd_test_{AppServer._counter}", **app_kwargs)
+        self.app = app or create_app(state, name=f"mlxd_test_{AppServer._counter}", **app_kwargs)
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(128)
