@@ -96,3 +96,10 @@ def test_mlxd_own_options() -> None:
 ])
 def test_prepass(argv: list[str], expected: list[str]) -> None:
     assert rewrite(argv, table()) == expected
+
+
+def test_configuration_page_is_current() -> None:
+    from mlxd.config import docs
+
+    page = Path(docs.__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert page.read_text(encoding="utf-8") == docs.render(), "run: python -m mlxd.config.docs"
