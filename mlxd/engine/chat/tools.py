@@ -125,6 +125,7 @@ class ToolCallStream:
         self._held = ""  # undecided text: trailing whitespace, a partial tag, or an open block
         self._gap = ""  # whitespace before an open block, dropped if the block turns out to be a call
         self._count = 0
+        self._searched = 0  # how much of a held block is known to hold no closing tag
 
     @property
     def in_tool_call(self) -> bool:
@@ -167,13 +168,15 @@ class ToolCallStream:
                 content.append(shown)
                 self._held = text[len(shown):]
                 break
-            end = text.find(TOOL_CALL_CLOSE, len(TOOL_CALL_OPEN))
+            # A long block arrives in many deltas: search only where a closing tag can newly be.
+            end = text.find(TOOL_CALL_CLOSE, max(len(TOOL_CALL_OPEN), self._searched - len(TOOL_CALL_CLOSE) + 1))
             if end < 0:
                 if final:
                     content.append(self._gap + text)
                     self._gap = ""
                 else:
                     self._held = text
+                    self._searched = len(text)
                 break
             block_end = end + len(TOOL_CALL_CLOSE)
             parsed = parse_call_body(text[len(TOOL_CALL_OPEN):end])
@@ -185,5 +188,6 @@ class ToolCallStream:
                 self._count += 1
                 self._state = self._AFTER_CALL
             self._gap = ""
+            self._searched = 0
             text = text[block_end:]
         return "".join(content), calls
