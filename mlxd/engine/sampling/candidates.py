@@ -81,6 +81,13 @@ class Candidates:
         if self._p is not None:
             self._p = self._p[index]
 
+    def replace(self, ids: np.ndarray, logits: np.ndarray, p: np.ndarray) -> None:
+        """Swap in a new candidate list (the sorted flag is left as it was, as upstream stages do)."""
+        self._ids = np.asarray(ids, dtype=np.int64)
+        self.logits = np.asarray(logits, dtype=np.float32)
+        self._p = np.asarray(p, dtype=np.float32)
+        self._owned = True
+
     def truncate(self, size: int) -> None:
         """Keep the first ``size`` candidates."""
         if size < self.size:

@@ -16,7 +16,8 @@ import numpy as np
 from mlxd.engine.sampling import temperature as temp_stage
 from mlxd.engine.sampling import truncation
 from mlxd.engine.sampling.candidates import DEFAULT_SEED, Candidates, Mt19937, resolve_seed
-from mlxd.engine.sampling.params import UNSUPPORTED_SAMPLERS, InvalidRequest, SamplingParams, SamplingVocab
+from mlxd.engine.sampling.infill import Infill
+from mlxd.engine.sampling.params import SamplingParams, SamplingVocab
 from mlxd.engine.sampling.penalties import Dry, Penalties, apply_logit_bias, process_breakers
 
 
@@ -43,19 +44,31 @@ class SampledToken:
     probs: tuple[TokenCandidate, ...] = ()
 
 
-# Breaker tables depend only on the vocabulary and the breaker strings, and cost a pass over the vocabulary.
-_breaker_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# Token texts and breaker tables depend only on the vocabulary (and the breaker strings), and cost a pass over
+# the whole vocabulary: they are kept per vocabulary object.
+_vocab_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached(vocab: SamplingVocab) -> dict:
+    try:
+        return _vocab_cache.setdefault(vocab, {})
+    except TypeError:  # a vocabulary that cannot be weakly referenced is simply not cached
+        return {}
+
+
+def _pieces_for(vocab: SamplingVocab) -> list[str]:
+    cache = _cached(vocab)
+    if "pieces" not in cache:
+        cache["pieces"] = [vocab.decode([i]) for i in range(vocab.n_vocab)]
+    return cache["pieces"]
 
 
 def _breakers_for(vocab: SamplingVocab, breakers: tuple[str, ...]) -> dict[int, list[tuple[int, ...]]]:
-    try:
-        per_vocab = _breaker_cache.setdefault(vocab, {})
-    except TypeError:  # a vocabulary that cannot be weakly referenced is simply not cached
-        per_vocab = {}
-    if breakers not in per_vocab:
-        pieces = [vocab.decode([i]) for i in range(vocab.n_vocab)]
-        per_vocab[breakers] = process_breakers(pieces, vocab.encode, breakers)
-    return per_vocab[breakers]
+    cache = _cached(vocab)
+    key = ("breakers", breakers)
+    if key not in cache:
+        cache[key] = process_breakers(_pieces_for(vocab), vocab.encode, breakers)
+    return cache[key]
 
 
 class TokenSampler:
@@ -67,11 +80,6 @@ class TokenSampler:
 
     def __init__(self, params: SamplingParams, vocab: SamplingVocab | None = None, *,
                  prompt_tokens: Sequence[int] = (), context_size: int = 4096) -> None:
-        if params.mirostat == 0:
-            for name in params.samplers:
-                if name in UNSUPPORTED_SAMPLERS:
-                    raise InvalidRequest(f"Field 'samplers': sampler '{name}' is not supported: "
-                                         f"{UNSUPPORTED_SAMPLERS[name]}")
         self.params = params
         self.seed = resolve_seed(params.seed)
         self.bias = dict(params.logit_bias)
@@ -96,6 +104,16 @@ class TokenSampler:
         # seed, or each from its own random seed.
         self.rng = Mt19937(self.seed)
         self.xtc_rng = Mt19937(resolve_seed(params.seed) if params.seed == DEFAULT_SEED else self.seed)
+        # adaptive-p, when listed, replaces the final draw (wherever it is listed), as upstream.
+        self.adaptive: temp_stage.AdaptiveP | None = None
+        if "adaptive_p" in use:
+            rng = Mt19937(resolve_seed(params.seed) if params.seed == DEFAULT_SEED else self.seed)
+            self.adaptive = temp_stage.AdaptiveP(params.adaptive_target, params.adaptive_decay, rng)
+        self.infill: Infill | None = None
+        if "infill" in use:
+            if vocab is None:
+                raise ValueError("the infill sampler needs the vocabulary's token texts")
+            self.infill = Infill(_pieces_for(vocab), list(vocab.eog_ids))
         self.mirostat: temp_stage.Mirostat | temp_stage.MirostatV2 | None = None
         if mirostat == 1:
             self.mirostat = temp_stage.Mirostat(0, params.mirostat_tau, params.mirostat_eta, self.rng)
@@ -109,12 +127,14 @@ class TokenSampler:
     def is_greedy(self) -> bool:
         """Whether the chain reduces to argmax of the logits after ``greedy_edits`` (whatever the draw)."""
         p = self.params
-        if p.mirostat != 0 or "temperature" not in p.samplers:
+        if p.mirostat != 0 or "temperature" not in p.samplers or self.adaptive is not None:
             return False
         if not temp_stage.is_greedy_temperature(p.temperature, p.dynatemp_range):
             return False
         before = p.samplers[: p.samplers.index("temperature")]
         # Stages that may drop the top token before the temperature stage picks the maximum.
+        if "infill" in before:
+            return False
         if "typ_p" in before and p.typical_p < 1.0:
             return False
         if "xtc" in before and p.xtc_probability > 0.0 and p.xtc_threshold <= 0.5:
@@ -148,6 +168,8 @@ class TokenSampler:
         """Record an emitted (or prompt) token in the penalty and DRY windows."""
         self.penalties.accept(token_id)
         self.dry.accept(token_id)
+        if self.adaptive is not None:
+            self.adaptive.accept(token_id)
         self.n_accepted += 1
 
     def sample(self, logits: np.ndarray) -> SampledToken:
@@ -169,7 +191,10 @@ class TokenSampler:
             return
         for name in p.samplers:
             self._stage(name, cur)
-        temp_stage.dist(cur, self.rng)
+        if self.adaptive is not None:
+            self.adaptive.apply(cur)
+        else:
+            temp_stage.dist(cur, self.rng)
 
     def _stage(self, name: str, cur: Candidates) -> None:
         p = self.params
@@ -191,6 +216,8 @@ class TokenSampler:
             truncation.xtc(cur, p.xtc_probability, p.xtc_threshold, p.min_keep, self.xtc_rng)
         elif name == "temperature":
             temp_stage.temperature_ext(cur, p.temperature, p.dynatemp_range, p.dynatemp_exponent)
+        elif name == "infill" and self.infill is not None:
+            self.infill.apply(cur)
 
     def _report(self, token: int, logits: np.ndarray, cur: Candidates | None) -> SampledToken:
         n = self.params.n_probs

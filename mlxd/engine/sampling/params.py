@@ -36,13 +36,6 @@ SAMPLER_CHARS: Mapping[str, str] = {
     "d": "dry", "k": "top_k", "y": "typ_p", "p": "top_p", "s": "top_n_sigma", "m": "min_p", "t": "temperature",
     "x": "xtc", "i": "infill", "e": "penalties", "a": "adaptive_p",
 }
-# Upstream samplers mlxd does not implement: a chain naming them is refused rather than run without them.
-UNSUPPORTED_SAMPLERS: Mapping[str, str] = {
-    "infill": "the infill sampler is not implemented",
-    "adaptive_p": "the adaptive-p sampler is not implemented",
-}
-
-
 class InvalidRequest(MlxdError):
     """A request field that b10621 refuses with 400 ``invalid_request_error``; ``message`` is upstream's wording."""
 

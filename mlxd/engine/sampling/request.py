@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from mlxd.engine.sampling.params import (
-    UNSUPPORTED_SAMPLERS,
     InvalidRequest,
     SamplingParams,
     SamplingVocab,
@@ -57,6 +58,11 @@ def _fail(name: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"Field '{name}': {message}")
 
 
+def _as_held(value: int | float, is_int: bool) -> int | float:
+    """A value as upstream holds it: float fields are float32, compared and printed as such."""
+    return value if is_int else float(np.float32(value))
+
+
 def _cpp(value: int | float, is_int: bool) -> str:
     """``std::to_string`` of an int or float."""
     return str(int(value)) if is_int else f"{value:f}"
@@ -78,9 +84,10 @@ def read_number(fields: Mapping[str, Any], names: tuple[str, ...], default: Any,
         return value
     low, high = limits
     if hard:
-        if value < low or value > high:
-            raise _fail(name, f"Value must be between {_cpp(low, is_int)} <= value <= {_cpp(high, is_int)}, "
-                              f"but got {_cpp(value, is_int)}")
+        got, low_h, high_h = (_as_held(v, is_int) for v in (value, low, high))
+        if got < low_h or got > high_h:
+            raise _fail(name, f"Value must be between {_cpp(low_h, is_int)} <= value <= {_cpp(high_h, is_int)}, "
+                              f"but got {_cpp(got, is_int)}")
         return value
     return max(low, min(high, value))
 
@@ -234,7 +241,4 @@ def _samplers(fields: Mapping[str, Any], defaults: SamplingParams) -> tuple[str,
         names = sampler_names_from_chars(raw)
     else:
         return defaults.samplers
-    for name in names:
-        if name in UNSUPPORTED_SAMPLERS:
-            raise _fail("samplers", f"sampler '{name}' is not supported: {UNSUPPORTED_SAMPLERS[name]}")
     return names

@@ -131,3 +131,53 @@ def _select_and_learn(state: Mirostat | MirostatV2, cur: Candidates) -> None:
     cur.selected = idx
     observed = -math.log2(float(cur.p[idx])) if cur.p[idx] > 0 else math.inf
     state.mu = float(np.float32(state.mu - state.eta * (observed - state.tau)))
+
+
+class AdaptiveP:
+    """adaptive-p: reshape the distribution to favour tokens near a target probability, then draw.
+
+    The target adapts so that the average original probability of the chosen tokens (an exponential moving
+    average with ``decay``) tends to ``target``. A negative target just draws from the distribution as it is.
+    """
+
+    # Shape of the transform: a peak logit at the target, quadratic near it and linear in the tails.
+    WIDTH = np.float32(0.3)
+    PEAK = np.float32(5.0)
+    SHARPNESS = np.float32(10.0)
+
+    def __init__(self, target: float, decay: float, rng: Mt19937) -> None:
+        self.target = np.float32(target)
+        self.decay = np.float32(min(max(decay, 0.0), 0.99))
+        self.rng = rng
+        self.weighted_sum = np.float32(self.target / (np.float32(1.0) - self.decay))
+        self.total_weight = np.float32(np.float32(1.0) / (np.float32(1.0) - self.decay))
+        self._pending: tuple[int, float] | None = None  # (token, its original probability)
+
+    def apply(self, cur: Candidates) -> None:
+        softmax(cur, do_sort=False)
+        if self.target < 0:
+            cur.selected = self.rng.discrete(cur.p)
+            return
+        original = cur.p.copy()
+        target = np.float32(min(max(float(self.target), 0.0), 1.0))
+        if self.total_weight == 0:
+            adapted = target
+        else:
+            adapted = np.float32(2.0) * target - self.weighted_sum / self.total_weight
+        adapted = np.float32(min(max(float(adapted), 0.0), 1.0))
+        dist_ = np.abs((cur.p - adapted) * (np.float32(1.0) / self.WIDTH)).astype(np.float32)
+        shaped = (self.PEAK - self.SHARPNESS * dist_ * dist_ / (np.float32(1.0) + dist_)).astype(np.float32)
+        # Tokens already masked to -inf stay masked.
+        cur.logits = np.where(cur.logits == -np.inf, cur.logits, shaped).astype(np.float32)
+        softmax(cur, do_sort=False)
+        idx = self.rng.discrete(cur.p)
+        cur.selected = idx
+        self._pending = (int(cur.ids[idx]), float(original[idx]))
+
+    def accept(self, token: int) -> None:
+        """Fold the original probability of the token this stage picked into the moving average."""
+        if self._pending is not None and self._pending[0] == token:
+            p = np.float32(self._pending[1])
+            self.weighted_sum = np.float32(p + self.decay * self.weighted_sum)
+            self.total_weight = np.float32(np.float32(1.0) + self.decay * self.total_weight)
+        self._pending = None

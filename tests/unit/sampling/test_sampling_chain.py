@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from mlxd.engine.sampling import InvalidRequest, SamplingParams, TokenSampler, sample_batch
+from mlxd.engine.sampling import SamplingParams, TokenSampler, sample_batch
 from mlxd.engine.sampling.candidates import Mt19937
 
 PROBS = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
@@ -104,9 +104,16 @@ def test_dry_in_the_chain_needs_and_uses_the_vocabulary(vocab):
         TokenSampler(params)
 
 
-def test_unimplemented_sampler_is_refused():
-    with pytest.raises(InvalidRequest):
-        TokenSampler(SamplingParams(samplers=("top_k", "adaptive_p")))
+def test_adaptive_p_replaces_the_final_draw():
+    params = SamplingParams(samplers=("adaptive_p",), adaptive_target=0.5, seed=5)
+    a, b = TokenSampler(params), TokenSampler(params)
+    logits = np.log(np.array([0.5, 0.3, 0.2], dtype=np.float32))
+    for _ in range(5):
+        ta, tb = a.sample(logits).id, b.sample(logits).id
+        assert ta == tb
+        a.accept(ta)
+        b.accept(tb)
+    assert a.adaptive is not None and not a.is_greedy
 
 
 def test_batch_greedy_rows_equal_the_chain(vocab):

@@ -110,9 +110,8 @@ def test_samplers(vocab, samplers, expected):
     assert parse(vocab, samplers=samplers).samplers == expected
 
 
-@pytest.mark.parametrize("samplers", [["top_k", "infill"], "ka"])
-def test_unimplemented_samplers_are_refused(vocab, samplers):
-    assert refused(vocab, samplers=samplers).startswith("Field 'samplers': sampler '")
+def test_every_upstream_sampler_is_accepted(vocab):
+    assert parse(vocab, samplers="ia").samplers == ("infill", "adaptive_p")
 
 
 def test_breakers_and_flags(vocab):

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from mlxd.engine.sampling.candidates import Candidates, Mt19937
-from mlxd.engine.sampling.temperature import Mirostat, MirostatV2, dist, is_greedy_temperature, scale, temperature_ext
+from mlxd.engine.sampling.temperature import (
+    AdaptiveP,
+    Mirostat,
+    MirostatV2,
+    dist,
+    is_greedy_temperature,
+    scale,
+    temperature_ext,
+)
 
 
 class FixedRng(Mt19937):
@@ -112,3 +120,24 @@ def test_mirostat_v1_estimates_zipf_exponent():
     assert cur.ids.tolist() == [0, 1] and cur.selected == 0
     p0 = 1.0 / (1.0 + 0.25)
     assert m.mu == pytest.approx(3.0 - 0.1 * (-math.log2(p0) - 1.5), rel=1e-5)
+
+
+def test_adaptive_p_reshapes_around_the_adapted_target():
+    # decay 0.9 starts the average at target: adapted target 2*0.5 - 0.5 = 0.5
+    # distance to it in widths of 0.3: 0, 2/3, 1 -> logits 5 - 10 d^2/(1+d) = 5, 7/3, 0
+    cur = cands([0.5, 0.3, 0.2], probs=True)
+    ap = AdaptiveP(target=0.5, decay=0.9, rng=FixedRng(index=1))
+    ap.apply(cur)
+    assert cur.logits.tolist() == pytest.approx([5.0, 7 / 3, 0.0], rel=1e-5)
+    assert cur.selected == 1
+    ap.accept(1)  # the chosen token's original probability 0.3 enters the moving average
+    assert float(ap.weighted_sum) == pytest.approx(0.3 + 0.9 * 5.0, rel=1e-6)
+    assert float(ap.total_weight) == pytest.approx(1.0 + 0.9 * 10.0, rel=1e-6)
+    ap.accept(2)  # a token it did not pick leaves the average alone
+    assert float(ap.weighted_sum) == pytest.approx(4.8, rel=1e-6)
+
+
+def test_adaptive_p_negative_target_draws_as_is():
+    cur = cands([0.5, 0.3, 0.2], probs=True)
+    AdaptiveP(target=-1.0, decay=0.9, rng=FixedRng(index=2)).apply(cur)
+    assert cur.selected == 2 and cur.logits.tolist() == pytest.approx(np.log([0.5, 0.3, 0.2]).tolist(), rel=1e-6)
