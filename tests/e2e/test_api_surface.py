@@ -258,3 +258,29 @@ def test_vertex_routes_are_not_mounted(client: httpx.Client) -> None:
     # not_applicable: b10621 mounts these only under AIP_MODE=PREDICTION; mlxd never reads those variables.
     response = client.post("/predict", json={"instances": []})
     assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
+
+
+def test_slots_after_a_task_and_debug_redaction(app_server: AppServer, client: httpx.Client,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlxd.engine.sampling.params import SamplingParams
+    from mlxd.engine.types import FinalEvent, GenerationRequest
+
+    model = app_server.state.model
+    tokens = client.post("/tokenize", json={"content": "Once upon a time"}).json()["tokens"]
+    handle = model.worker.submit(GenerationRequest(prompt_tokens=tokens, sampling=SamplingParams(temperature=0.0),
+                                                   n_predict=4))
+    assert isinstance(handle.result(), FinalEvent)
+
+    capture = captures.load("get_slots_after")
+    entries = client.get("/slots").json()
+    used = [e for e in entries if "id_task" in e]
+    assert used, entries
+    upstream_keys = {k for k in captures.key_set(capture.json()) if not k.startswith("[].params.")}
+    ours = {k for k in captures.key_set(used) if not k.startswith("[].params.")}
+    assert ours == upstream_keys
+    assert all("prompt" not in e and "generated" not in e for e in entries)
+
+    monkeypatch.setenv("LLAMA_SERVER_SLOTS_DEBUG", "1")
+    debug = [e for e in client.get("/slots").json() if "id_task" in e]
+    assert "Once upon a time" in debug[0]["prompt"]
+    assert "generated" in debug[0]
