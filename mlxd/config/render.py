@@ -89,3 +89,25 @@ def from_args_toml(resolved: ResolvedConfig) -> str:
     """The options a command line set, as TOML (secrets included: the output is the user's own input)."""
     cli = {name for name, source in resolved.provenance.items() if source.startswith("cli:")}
     return tomli_w.dumps(toml_values(resolved.config, only=cli, secrets=True))
+
+
+def help_text() -> str:
+    """``mlxd-server --help``: every option in llama-server's layout, from the option table."""
+    lines = ["usage: mlxd-server [options]", ""]
+    category = None
+    for spec in table():
+        if spec.category != category:
+            category = spec.category
+            lines.append(f"----- {category} -----")
+        spelled = ", ".join(spec.spellings)
+        if spec.takes_value:
+            spelled += f" {spec.placeholder or 'VALUE'}"
+        lines.append(spelled)
+        notes = [spec.help] if spec.help else []
+        env = spec.env + ((spec.env_negative,) if spec.env_negative else ())
+        if env:
+            notes.append(f"(env: {', '.join(env)})")
+        if spec.treatment in ("refuse", "removed"):
+            notes.append("(not supported by mlxd)")
+        lines.extend(f"        {n}" for n in notes)
+    return "\n".join(lines) + "\n"

@@ -101,3 +101,14 @@ def test_unavailable_subcommand_is_a_clear_error(tmp_path: Path) -> None:
     proc = run("no-such-command", cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown command 'no-such-command'" in proc.stderr
+
+
+def test_server_help_and_version_print_and_exit(tmp_path: Path) -> None:
+    server = str(Path(sys.executable).parent / "mlxd-server")
+    help_proc = subprocess.run([server, "-m", "/nowhere", "--help"], capture_output=True, text=True, timeout=60,
+                               check=False)
+    assert help_proc.returncode == 0
+    assert help_proc.stdout.startswith("usage: mlxd-server")
+    assert "-ngl, --gpu-layers, --n-gpu-layers N" in help_proc.stdout
+    version = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert version.returncode == 0 and "b10621" in version.stdout
