@@ -1,8 +1,9 @@
 """``/metrics``: b10621's ``llamacpp:*`` families name for name, then mlxd's own ``mlxd_*`` families.
 
-``ServerMetrics`` owns a prometheus-client registry. The generation routes (and the worker) report what they did
-through its ``on_*`` methods; a scrape reads the counters, and the two throughput gauges average over the window
-since the previous scrape, as b10621's do. The text is written here rather than by ``generate_latest`` because
+``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
+(``on_request(route)``) and each finished generation (``on_final(final_event)``); a batched decode step may be
+reported with ``on_decode(n_busy_slots)``. The load gauges are read from the worker at scrape time. The two
+throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here rather than by ``generate_latest`` because
 prometheus-client renames counters to ``*_total`` and b10621 has one that is not (``llamacpp:n_tokens_max``).
 """
 
@@ -92,20 +93,16 @@ class ServerMetrics:
             self.n_decode += 1
             self.n_busy_slots += n_busy_slots
 
-    def request_started(self, route: str = "") -> None:
+    def on_request(self, route: str) -> None:
+        """A generation request arrived on ``route`` (``mlxd_requests_total{route}``)."""
         with self._lock:
-            self.requests_processing += 1
-            if route:
-                self.requests_total[route] = self.requests_total.get(route, 0) + 1
+            self.requests_total[route] = self.requests_total.get(route, 0) + 1
 
-    def request_finished(self) -> None:
+    def set_load(self, processing: int, deferred: int) -> None:
+        """Requests running in a slot and requests waiting for one, read from the worker at scrape time."""
         with self._lock:
-            self.requests_processing = max(0, self.requests_processing - 1)
-
-    def set_deferred(self, n: int) -> None:
-        """Requests waiting for a slot right now."""
-        with self._lock:
-            self.requests_deferred = max(0, n)
+            self.requests_processing = max(0, processing)
+            self.requests_deferred = max(0, deferred)
 
     # -- prometheus-client collector ------------------------------------------------------------------------
 

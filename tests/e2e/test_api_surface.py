@@ -284,3 +284,28 @@ def test_slots_after_a_task_and_debug_redaction(app_server: AppServer, client: h
     debug = [e for e in client.get("/slots").json() if "id_task" in e]
     assert "Once upon a time" in debug[0]["prompt"]
     assert "generated" in debug[0]
+
+
+def test_metrics_count_a_reported_generation(app_server: AppServer, client: httpx.Client) -> None:
+    from mlxd.engine.sampling.params import SamplingParams
+    from mlxd.engine.types import FinalEvent, GenerationRequest
+
+    def scrape() -> dict[str, float]:
+        lines = client.get("/metrics").text.splitlines()
+        return {line.split()[0]: float(line.split()[1]) for line in lines if line.startswith("llamacpp:")}
+
+    before = scrape()
+    model = app_server.state.model
+    handle = model.worker.submit(GenerationRequest(prompt_tokens=[1, 2, 3, 4, 5],
+                                                   sampling=SamplingParams(temperature=0.0), n_predict=3,
+                                                   cache_prompt=False))
+    final = handle.result()
+    assert isinstance(final, FinalEvent)
+    app_server.state.metrics.on_request("completion")
+    app_server.state.metrics.on_final(final)  # what a generation route reports when a request ends
+    after = scrape()
+    assert after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"] == len(final.tokens)
+    assert after["llamacpp:prompt_tokens_total"] - before["llamacpp:prompt_tokens_total"] == final.timings.prompt_n
+    assert after["llamacpp:n_tokens_max"] >= final.n_prompt_tokens + len(final.tokens)
+    assert after["llamacpp:requests_processing"] == 0
+    assert 'mlxd_requests_total{route="completion"}' in client.get("/metrics").text

@@ -21,7 +21,11 @@ async def get_metrics(request: Request) -> HTTPResponse:
         raise NotSupported(METRICS_DISABLED)
     registry = state.metrics
     registry.config_hash = config_hash(state.config)
-    registry.model_name = state.model.name if state.model is not None else ""
+    model = state.model
+    registry.model_name = model.name if model is not None else ""
+    if model is not None:
+        processing = sum(1 for slot in model.worker.slots() if slot.get("is_processing"))
+        registry.set_load(processing, int(getattr(model.worker, "n_in_flight", processing)) - processing)
     return HTTPResponse(
         metrics.render(registry.registry),
         content_type=metrics.CONTENT_TYPE,
