@@ -1,8 +1,9 @@
 """One request's sampler: llama.cpp's chain built from SamplingParams, with its state across steps.
 
 The chain is b10621's ``common_sampler``: logit bias first, then the configured samplers in order and a final
-seeded draw; or, with mirostat 1/2, logit bias, plain temperature and mirostat in place of everything else.
-Penalty and DRY windows are fed every accepted token, starting with the prompt.
+seeded draw (adaptive-p's own when it is listed); or, with mirostat 1/2, logit bias, plain temperature and
+mirostat in place of everything else. Penalty and DRY windows are fed every accepted token, starting with the
+prompt.
 """
 
 from __future__ import annotations
@@ -100,15 +101,12 @@ class TokenSampler:
         breakers = _breakers_for(vocab, params.dry_sequence_breakers) if dry_on and vocab is not None else {}
         self.dry = Dry(params.dry_multiplier if dry_on else 0.0, params.dry_base, params.dry_allowed_length,
                        params.dry_penalty_last_n, breakers, context_size)
-        # Each stochastic stage owns a generator, as each upstream sampler does: seeded alike from a fixed
-        # seed, or each from its own random seed.
         self.rng = Mt19937(self.seed)
-        self.xtc_rng = Mt19937(resolve_seed(params.seed) if params.seed == DEFAULT_SEED else self.seed)
+        self.xtc_rng = self._own_rng()
         # adaptive-p, when listed, replaces the final draw (wherever it is listed), as upstream.
         self.adaptive: temp_stage.AdaptiveP | None = None
         if "adaptive_p" in use:
-            rng = Mt19937(resolve_seed(params.seed) if params.seed == DEFAULT_SEED else self.seed)
-            self.adaptive = temp_stage.AdaptiveP(params.adaptive_target, params.adaptive_decay, rng)
+            self.adaptive = temp_stage.AdaptiveP(params.adaptive_target, params.adaptive_decay, self._own_rng())
         self.infill: Infill | None = None
         if "infill" in use:
             if vocab is None:
@@ -122,6 +120,11 @@ class TokenSampler:
         self.n_accepted = 0
         for token in prompt_tokens:
             self.accept(token)
+
+    def _own_rng(self) -> Mt19937:
+        """A generator for one more stochastic stage: each upstream sampler owns one, seeded alike from a fixed
+        seed, or each from its own random seed."""
+        return Mt19937(resolve_seed(DEFAULT_SEED) if self.params.seed == DEFAULT_SEED else self.seed)
 
     @property
     def is_greedy(self) -> bool:
