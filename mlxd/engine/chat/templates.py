@@ -239,6 +239,13 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ChatTemplateError(f"cannot read {path}: {exc}") from exc
+
+
 def load_chat_template(
     model_dir: str | Path | None = None,
     *,
@@ -248,7 +255,8 @@ def load_chat_template(
     eos_token: str | None = None,
 ) -> ChatTemplate:
     """The template a model serves with: ``--chat-template`` text or name, else ``--chat-template-file``, else the
-    checkpoint's (``chat_template.jinja``, ``chat_template.json``, then tokenizer_config.json), else chatml.
+    checkpoint's (``chat_template.jinja`` with ``additional_chat_templates/tool_use.jinja``, ``chat_template.json``,
+    then tokenizer_config.json), else chatml.
 
     ``bos_token``/``eos_token`` override what tokenizer_config.json says (the loaded tokenizer knows best).
     """
@@ -265,10 +273,7 @@ def load_chat_template(
         return ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template")
     if chat_template_file:
         path = Path(chat_template_file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ChatTemplateError(f"--chat-template-file {path}: {exc}") from exc
+        text = _read_text(path)
         return ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}")
 
     default: str | None = None
@@ -277,10 +282,10 @@ def load_chat_template(
     if directory is not None:
         if (directory / "chat_template.jinja").is_file():
             origin = str(directory / "chat_template.jinja")
-            try:
-                default = (directory / "chat_template.jinja").read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ChatTemplateError(f"cannot read {origin}: {exc}") from exc
+            default = _read_text(directory / "chat_template.jinja")
+            # transformers saves named variants beside it, one file per name.
+            if (directory / "additional_chat_templates" / "tool_use.jinja").is_file():
+                tool_use = _read_text(directory / "additional_chat_templates" / "tool_use.jinja")
         elif (directory / "chat_template.json").is_file():
             origin = str(directory / "chat_template.json")
             default, tool_use = _named_templates(_read_json(Path(origin)).get("chat_template"), origin)

@@ -156,6 +156,14 @@ def test_chat_template_jinja_file_wins_over_tokenizer_config(tmp_path: Path) -> 
     assert load_chat_template(tmp_path).render(HELLO) == "jinja hello"
 
 
+def test_additional_tool_use_template_is_read(tmp_path: Path) -> None:
+    (tmp_path / "chat_template.jinja").write_text("D{{ '' }}", encoding="utf-8")
+    (tmp_path / "additional_chat_templates").mkdir()
+    (tmp_path / "additional_chat_templates" / "tool_use.jinja").write_text("T{{ tools | length }}", encoding="utf-8")
+    template = load_chat_template(tmp_path)
+    assert template.render(HELLO) == "D" and template.render(HELLO, tools=[{"type": "function"}]) == "T1"
+
+
 def test_chat_template_json_is_read(tmp_path: Path) -> None:
     (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": "J{{ messages[0].content }}"}))
     assert load_chat_template(tmp_path).render(HELLO) == "Jhello"
