@@ -45,7 +45,8 @@ class ChangePlan:
 def diff(old: ResolvedConfig, new: ResolvedConfig) -> ChangePlan:
     """The options whose values differ between ``old`` and ``new``, and the router models added, removed or
     changed."""
-    live, restart = [], []
+    live: list[Change] = []
+    restart: list[Change] = []
     for spec in table():
         before, after = getattr(old.config, spec.field), getattr(new.config, spec.field)
         if before != after:

@@ -70,7 +70,7 @@ def merge(layers: list[Layer], tbl: OptionTable) -> dict[str, Setting]:
     return out
 
 
-def _read_text(path: str, option: str, source: str, problems: list[ConfigProblem]) -> bytes | None:
+def _read_bytes(path: str, option: str, source: str, problems: list[ConfigProblem]) -> bytes | None:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
@@ -88,14 +88,14 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
     toml_layer = Layer("toml")
     config = cli.settings.get("config") or env_layer.settings.get("config")
     if config is not None and config.value:
-        data = _read_text(config.value, "config", config.source, problems)
+        data = _read_bytes(config.value, "config", config.source, problems)
         if data is not None:
             toml_layer = TomlSource(data, config.value, tbl).read()
     ini_files = []
     if read_config_ini:
         for path in config_ini_paths(env, system_config_dir):
             if path.is_file():
-                data = _read_text(str(path), "config.ini", f"ini:{path}", problems)
+                data = _read_bytes(str(path), "config.ini", f"ini:{path}", problems)
                 if data is not None:
                     ini_files.append((str(path), data.decode("utf-8", errors="replace")))
     sources = Sources(DefaultsSource(tbl).read(), ConfigIniSource(ini_files, tbl).read(), toml_layer, env_layer,
@@ -103,7 +103,7 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
     base = merge(sources.base_layers() + [cli], tbl)
     preset = base["models-preset"]
     if preset.value:
-        data = _read_text(preset.value, "models-preset", preset.source, problems)
+        data = _read_bytes(preset.value, "models-preset", preset.source, problems)
         if data is not None:
             sources.presets = PresetsSource(data.decode("utf-8", errors="replace"), preset.value, tbl).read()
     models_dir = base["models-dir"]

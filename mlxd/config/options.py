@@ -10,6 +10,7 @@ import difflib
 import enum
 import json
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -258,9 +259,11 @@ class OptionTable:
                 self.by_spelling[s] = spec
             for e in spec.env + ((spec.env_negative,) if spec.env_negative else ()):
                 self.by_env[e] = spec
-        self.by_key: dict[str, OptionSpec] = {k: self.by_spelling[s] for s in self.by_spelling for k in [s.lstrip("-")]}
+        self.by_key: dict[str, OptionSpec] = {s.lstrip("-"): spec for s, spec in self.by_spelling.items()}
+        if len(self.by_key) != len(self.by_spelling):
+            raise ValueError("two spellings share a file key")
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[OptionSpec]:
         return iter(self.specs)
 
     def __len__(self) -> int:
@@ -269,11 +272,6 @@ class OptionTable:
     def get(self, name: str) -> OptionSpec:
         """The option with canonical name ``name`` (KeyError if none)."""
         return self.by_name[name]
-
-    def is_negative(self, spelling: str) -> bool:
-        spec = self.by_spelling.get(spelling) or self.by_key.get(spelling)
-        return spec is not None and (spelling in spec.negatives or f"-{spelling}" in spec.negatives
-                                     or f"--{spelling}" in spec.negatives)
 
     def suggest(self, word: str, *, keys: bool = False) -> str | None:
         """The closest known spelling (or file key), for a did-you-mean."""
