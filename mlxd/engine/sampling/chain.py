@@ -117,8 +117,9 @@ class TokenSampler:
             self.mirostat = temp_stage.Mirostat(0, params.mirostat_tau, params.mirostat_eta, self.rng)
         elif mirostat == 2:
             self.mirostat = temp_stage.MirostatV2(params.mirostat_tau, params.mirostat_eta, self.rng)
-        self.n_accepted = 0
-        for token in prompt_tokens:
+        # Only the tail of a long prompt can reach the windows; replaying the rest would change nothing.
+        window = max(self.penalties.last_n, self.dry.window.maxlen if self.dry.enabled else 0)
+        for token in list(prompt_tokens)[-window:] if window else ():
             self.accept(token)
 
     def _own_rng(self) -> Mt19937:
@@ -173,7 +174,6 @@ class TokenSampler:
         self.dry.accept(token_id)
         if self.adaptive is not None:
             self.adaptive.accept(token_id)
-        self.n_accepted += 1
 
     def sample(self, logits: np.ndarray) -> SampledToken:
         """Run the chain over one row of logits (float32 [V]) and pick a token; does not ``accept`` it."""

@@ -151,3 +151,10 @@ def test_batch_greedy_rows_equal_the_chain(vocab):
 def test_batch_checks_its_shape():
     with pytest.raises(ValueError):
         sample_batch(mx.zeros((2, 4)), [TokenSampler(SamplingParams())])
+
+
+@pytest.mark.parametrize(("last_n", "expected"), [(2, 0), (3, 3)])
+def test_prompt_enters_the_penalty_window(last_n, expected):
+    logits = np.array([5.0, 4.0, 3.0, 1.0], dtype=np.float32)
+    params = SamplingParams(temperature=0.0, repeat_penalty=100.0, repeat_last_n=last_n)
+    assert TokenSampler(params, prompt_tokens=[0, 1, 2]).sample(logits).id == expected
