@@ -23,7 +23,7 @@ from mlxd.api.state import ServingState
 
 log = logging.getLogger("mlxd.api")
 
-# b10621's HTTP library accepts bodies up to 100 MB; larger ones are refused with a 413 envelope.
+# Request bodies over this size are refused with a 413 envelope before they are read.
 BODY_LIMIT = 100 * 1024 * 1024
 # cpp-httplib closes idle keep-alive connections after 5 s (its ``Keep-Alive: timeout=5``).
 KEEP_ALIVE_SECONDS = 5
@@ -60,7 +60,8 @@ def _quiet_sanic() -> None:
 def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BODY_LIMIT) -> Sanic:
     """The public API app over ``state``; ``name`` must be unique within the process."""
     _quiet_sanic()
-    app = Sanic(name, configure_logging=False, error_handler=EnvelopeErrorHandler())
+    # strict_slashes: b10621 matches paths exactly, so /health/ is an unknown route there too.
+    app = Sanic(name, configure_logging=False, error_handler=EnvelopeErrorHandler(), strict_slashes=True)
     timeout = float(getattr(state.config, "timeout", DEFAULT_TIMEOUT_SECONDS) or DEFAULT_TIMEOUT_SECONDS)
     app.config.update(
         {

@@ -254,6 +254,12 @@ def test_error_bodies_are_json(client: httpx.Client) -> None:
     assert json.loads(response.text)["error"]["type"] == "invalid_request_error"
 
 
+def test_paths_match_exactly(client: httpx.Client) -> None:
+    assert client.get("/health").status_code == 200
+    assert client.get("/health/").status_code == 404
+    assert client.get("/HEALTH").status_code == 404
+
+
 def test_vertex_routes_are_not_mounted(client: httpx.Client) -> None:
     # not_applicable: b10621 mounts these only under AIP_MODE=PREDICTION; mlxd never reads those variables.
     response = client.post("/predict", json={"instances": []})
