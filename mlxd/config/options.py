@@ -259,9 +259,11 @@ class OptionTable:
                 self.by_spelling[s] = spec
             for e in spec.env + ((spec.env_negative,) if spec.env_negative else ()):
                 self.by_env[e] = spec
-        self.by_key: dict[str, OptionSpec] = {s.lstrip("-"): spec for s, spec in self.by_spelling.items()}
-        if len(self.by_key) != len(self.by_spelling):
-            raise ValueError("two spellings share a file key")
+        self.by_key: dict[str, OptionSpec] = {}
+        for spelling, spec in self.by_spelling.items():  # '-fit' and '--fit' share the key 'fit', harmlessly
+            key = spelling.lstrip("-")
+            if self.by_key.setdefault(key, spec) is not spec:
+                raise ValueError(f"file key {key} names two options")
 
     def __iter__(self) -> Iterator[OptionSpec]:
         return iter(self.specs)
