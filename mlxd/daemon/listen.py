@@ -1,0 +1,69 @@
+"""Opening the listening sockets before the server starts, so port 0 is resolved and logged once bound."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+from dataclasses import dataclass
+
+from mlxd.errors import ConfigError, ConfigProblem
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A bound, listening socket and how to name it in logs and URLs."""
+
+    sock: socket.socket
+    url: str
+    unix_path: str | None = None
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.unix_path:
+            try:
+                os.unlink(self.unix_path)
+            except FileNotFoundError:
+                pass
+
+
+def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode: int | None = None) -> Listener:
+    """Bind HOST:PORT (port 0 picks a free one), or a Unix socket when HOST ends in ``.sock`` (llama-server's rule)."""
+    scheme = "https" if tls else "http"
+    try:
+        if host.endswith(".sock"):
+            path = host[len("unix:"):] if host.startswith("unix:") else host
+            if os.path.exists(path):
+                os.unlink(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+            if mode is not None:
+                os.chmod(path, mode)
+            sock.listen(1024)
+            return Listener(sock, f"{scheme}+unix://{path}", unix_path=path)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, address = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
+        return Listener(sock, f"{scheme}://{shown}:{bound_port}")
+    except OSError as exc:
+        raise ConfigError([ConfigProblem(option, None, f"cannot listen: {exc.strerror or exc}", f"{host}:{port}")]) from exc
+
+
+def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
+    """llama-server serves HTTPS when both --ssl-cert-file and --ssl-key-file are given."""
+    if not cert_file and not key_file:
+        return None
+    if not (cert_file and key_file):
+        missing = "ssl-key-file" if cert_file else "ssl-cert-file"
+        raise ConfigError([ConfigProblem(missing, None, "both --ssl-cert-file and --ssl-key-file are required for TLS")])
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError([ConfigProblem("ssl-cert-file", None, f"cannot load certificate/key: {exc}", cert_file)]) from exc
+    return context

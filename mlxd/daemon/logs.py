@@ -1,0 +1,153 @@
+"""Logging: one configured ``mlxd`` logger tree, llama-server's log options, and secrets redacted from every line.
+
+``configure_logging`` is idempotent and cheap, so a live change (admin API, file edit) takes effect on the next line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from mlxd.errors import ConfigError, ConfigProblem
+
+ROOT = "mlxd"
+REDACTED = "***"
+
+# llama.cpp's verbosity levels (common/log.h): 0 output, 1 error, 2 warning, 3 info, 4+ debug.
+_VERBOSITY_TO_LEVEL = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO}
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """The log options as llama-server spells them."""
+
+    log_disable: bool = False
+    log_file: str | None = None
+    log_verbosity: int = 3
+    log_verbose: bool = False
+    log_colors: str = "auto"
+    log_prefix: bool = False
+    log_timestamps: bool = False
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def level(self) -> int:
+        if self.log_verbose or self.log_verbosity >= 4:
+            return logging.DEBUG
+        return _VERBOSITY_TO_LEVEL.get(max(self.log_verbosity, 0), logging.INFO)
+
+
+class RedactingFilter(logging.Filter):
+    """Replaces every known secret in a record's rendered message; secrets can change at runtime."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._secrets: tuple[str, ...] = ()
+
+    def set_secrets(self, secrets: Iterable[str]) -> None:
+        # Longest first, so a secret that contains another is redacted whole.
+        cleaned = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        with self._lock:
+            self._secrets = tuple(cleaned)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._secrets:
+            message = self.redact(record.getMessage())
+            record.msg, record.args = message, None
+        return True
+
+
+_redactor = RedactingFilter()
+
+
+def redact(text: str) -> str:
+    """Redact the configured secrets from any text that is about to leave the process."""
+    return _redactor.redact(text)
+
+
+class _Formatter(logging.Formatter):
+    _COLORS = {logging.DEBUG: "\033[90m", logging.WARNING: "\033[33m", logging.ERROR: "\033[31m",
+               logging.CRITICAL: "\033[31;1m"}
+    _LETTERS = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
+                logging.CRITICAL: "E"}
+
+    def __init__(self, settings: LogSettings, colors: bool) -> None:
+        super().__init__()
+        self.settings = settings
+        self.colors = colors
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.exc_info and self.settings.log_verbose:
+            text += "\n" + self.formatException(record.exc_info)
+        prefix = ""
+        if self.settings.log_timestamps:
+            prefix += self.formatTime(record, "%Y-%m-%d %H:%M:%S") + f".{int(record.msecs):03d} "
+        if self.settings.log_prefix:
+            prefix += f"{self._LETTERS.get(record.levelno, 'I')} "
+        line = f"{prefix}{record.name}: {text}"
+        color = self._COLORS.get(record.levelno) if self.colors else None
+        return f"{color}{line}\033[0m" if color else line
+
+
+def _open_log_file(path: str) -> logging.Handler:
+    """Open --log-file for appending: created 0600, symlinks and directories refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a directory"
+        raise ConfigError([ConfigProblem("log-file", None, f"refusing to log to {kind}", path)])
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("log-file", None, f"cannot open: {exc.strerror}", path)]) from exc
+    return logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", buffering=1))
+
+
+_handlers: list[logging.Handler] = []
+
+
+def configure_logging(settings: LogSettings) -> None:
+    """(Re)configure the ``mlxd`` logger tree; raises ConfigError (and changes nothing) for a bad log file."""
+    new_handlers: list[logging.Handler] = []
+    if not settings.log_disable:
+        if settings.log_file:
+            new_handlers.append(_open_log_file(settings.log_file))
+        else:
+            stream = sys.stderr
+            colors = settings.log_colors == "on" or (settings.log_colors == "auto" and stream.isatty())
+            handler = logging.StreamHandler(stream)
+            handler.setFormatter(_Formatter(settings, colors))
+            new_handlers.append(handler)
+    for handler in new_handlers:
+        if handler.formatter is None:
+            handler.setFormatter(_Formatter(settings, colors=False))
+        handler.addFilter(_redactor)
+    _redactor.set_secrets(settings.secrets)
+
+    root = logging.getLogger(ROOT)
+    for old in _handlers:
+        root.removeHandler(old)
+        if old.stream not in (sys.stderr, sys.stdout):  # type: ignore[attr-defined]
+            old.close()
+    _handlers[:] = new_handlers
+    for handler in new_handlers:
+        root.addHandler(handler)
+    root.setLevel(settings.level)
+    root.propagate = False
+    if settings.log_disable:
+        root.addHandler(logging.NullHandler())

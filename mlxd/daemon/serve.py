@@ -1,0 +1,85 @@
+"""``mlxd serve`` / ``mlxd-server``: resolve the configuration, prepare the process, and run the daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+
+from mlxd.daemon.logs import LogSettings, configure_logging
+from mlxd.errors import ConfigError, MlxdError
+
+log = logging.getLogger("mlxd.daemon")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_CONFIG = 2
+
+
+def log_settings(cfg) -> LogSettings:
+    """The logging part of a Config, with every secret the process knows of."""
+    secrets: list[str] = list(cfg.api_key or [])
+    if cfg.hf_token:
+        secrets.append(cfg.hf_token)
+    if cfg.api_key_file:
+        try:
+            with open(cfg.api_key_file, encoding="utf-8") as fh:
+                secrets += [line.strip() for line in fh if line.strip() and not line.startswith("#")]
+        except OSError:
+            pass
+    token_file = getattr(cfg, "admin_token_file", None)
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                secrets.append(fh.read().strip())
+        except OSError:
+            pass
+    return LogSettings(
+        log_disable=cfg.log_disable, log_file=cfg.log_file, log_verbosity=cfg.log_verbosity,
+        log_verbose=cfg.log_verbose, log_colors=cfg.log_colors, log_prefix=bool(cfg.log_prefix),
+        log_timestamps=bool(cfg.log_timestamps), secrets=tuple(secrets),
+    )
+
+
+def _print_problems(exc: ConfigError) -> None:
+    for problem in exc.problems:
+        print(f"error: {problem.render()}", file=sys.stderr)
+
+
+def main(argv: list[str]) -> int:
+    """Serve with a llama-server command line; returns the exit status."""
+    from mlxd.config import resolve
+
+    try:
+        resolved = resolve(argv, dict(os.environ))
+        cfg = resolved.config
+        configure_logging(log_settings(cfg))
+    except ConfigError as exc:
+        _print_problems(exc)
+        return EXIT_CONFIG
+
+    # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
+    from mlxd.engine.blas import preload
+
+    try:
+        blas = preload(cfg.cpu_blas)
+    except MlxdError as exc:
+        print(f"error: cpu-blas: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    log.info("cpu blas: %s", blas.describe())
+
+    from mlxd.daemon.pool import load_served_model
+    from mlxd.daemon.server import Daemon
+
+    daemon = Daemon(resolved, load_model=load_served_model, build_info={"cpu_blas": blas.chosen})
+    try:
+        return asyncio.run(daemon.serve())
+    except ConfigError as exc:
+        _print_problems(exc)
+        return EXIT_CONFIG
+    except MlxdError as exc:
+        log.error("%s", exc)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return EXIT_OK

@@ -1,0 +1,187 @@
+"""The daemon's lifecycle: bind, serve, load the model, notify, and drain on the way out.
+
+The process owns one asyncio loop. Sanic serves the public app on it through ``create_server`` (single process,
+so the process systemd watches is the one that owns the MLX models); model work runs on worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import signal
+import time
+from typing import TYPE_CHECKING, Callable
+
+from mlxd.daemon.listen import Listener, bind, tls_context
+from mlxd.daemon.notify import Notifier
+from mlxd.errors import MlxdError
+
+if TYPE_CHECKING:
+    from mlxd.api.state import ServedModel, ServingState
+    from mlxd.config import ResolvedConfig
+
+log = logging.getLogger("mlxd.daemon")
+
+
+class DaemonState(enum.Enum):
+    STARTING = "starting"
+    SERVING = "serving"
+    RELOADING = "reloading"
+    DRAINING = "draining"
+    STOPPED = "stopped"
+
+
+class InFlight:
+    """Counts requests in progress so a drain can wait for them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def enter(self) -> None:
+        self.count += 1
+        self._idle.clear()
+
+    def leave(self) -> None:
+        self.count = max(0, self.count - 1)
+        if self.count == 0:
+            self._idle.set()
+
+    async def wait_idle(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+
+
+class Daemon:
+    """One mlxd process: ``serve()`` runs until the shutdown trigger fires or SIGTERM/SIGINT arrives."""
+
+    def __init__(self, resolved: "ResolvedConfig", *, load_model: Callable[["ResolvedConfig"], "ServedModel | None"],
+                 notifier: Notifier | None = None, build_info: dict | None = None) -> None:
+        self.resolved = resolved
+        self.load_model = load_model
+        self.notifier = notifier or Notifier()
+        self.build_info = build_info or {}
+        self.state = DaemonState.STARTING
+        self.generation = 0
+        self.shutdown = asyncio.Event()
+        self.in_flight = InFlight()
+        self.serving: "ServingState | None" = None
+        self._listener: Listener | None = None
+
+    def request_shutdown(self) -> None:
+        """Signal-safe: only sets a flag the serve loop waits on."""
+        self.shutdown.set()
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_shutdown)
+
+    async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
+        """Run the daemon; returns the process exit status."""
+        from mlxd.api.app import create_app
+        from mlxd.api.state import ServingState
+
+        loop = asyncio.get_running_loop()
+        if shutdown_trigger is not None:
+            loop.create_task(self._forward(shutdown_trigger))
+        self._install_signals(loop)
+        cfg = self.resolved.config
+
+        tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
+        self._listener = bind(cfg.host, cfg.port, tls=tls is not None)
+        self.serving = ServingState(config=cfg, build_info=self.build_info)
+        app = create_app(self.serving, name=f"mlxd_{id(self)}")
+        self._count_requests(app)
+        server = await app.create_server(sock=self._listener.sock, ssl=tls, access_log=False,
+                                         return_asyncio_server=True)
+        if server is None:
+            raise MlxdError("the HTTP server could not be created")
+        await server.startup()
+        await server.before_start()
+        await server.start_serving()
+        await server.after_start()
+        log.info("listening on %s", self._listener.url)
+        self.notifier.status("loading model")
+
+        try:
+            started = time.monotonic()
+            served = await asyncio.to_thread(self.load_model, self.resolved)
+        except MlxdError as exc:
+            log.error("%s", exc)
+            await self._stop_server(server)
+            return 1
+        if served is not None:
+            self.serving.model = served
+            log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
+        self.state = DaemonState.SERVING
+        self.generation = 1
+        self.notifier.ready(f"serving {served.name if served else 'no model'} on {self._listener.url}")
+        watchdog = loop.create_task(self._watchdog()) if self.notifier.watchdog_usec else None
+
+        await self.shutdown.wait()
+        if watchdog:
+            watchdog.cancel()
+        await self._drain(server)
+        return 0
+
+    async def _forward(self, trigger: asyncio.Event) -> None:
+        await trigger.wait()
+        self.request_shutdown()
+
+    async def _watchdog(self) -> None:
+        interval = self.notifier.watchdog_usec / 2e6
+        while True:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    def _count_requests(self, app) -> None:
+        in_flight = self.in_flight
+
+        @app.on_request(priority=1000)
+        async def _enter(request) -> None:
+            in_flight.enter()
+            request.ctx.counted = True
+
+        @app.on_response(priority=-1000)
+        async def _leave(request, response) -> None:
+            if getattr(request.ctx, "counted", False):
+                request.ctx.counted = False
+                in_flight.leave()
+
+    async def _drain(self, server) -> None:
+        """SIGTERM: stop accepting, let in-flight requests finish up to --shutdown-timeout, then free the models."""
+        self.state = DaemonState.DRAINING
+        timeout = float(getattr(self.resolved.config, "shutdown_timeout", 30))
+        self.notifier.stopping("draining")
+        log.info("draining: %d request(s) in flight, waiting up to %.0f s", self.in_flight.count, timeout)
+        if server.server:
+            server.server.close()  # stop accepting; open connections keep being served
+        drained = await self.in_flight.wait_idle(timeout)
+        if not drained:
+            log.warning("drain timed out with %d request(s) in flight; stopping anyway", self.in_flight.count)
+        model = self.serving.model if self.serving else None
+        if model is not None:
+            await asyncio.to_thread(model.worker.stop, 5.0)
+            log.info("model %s stopped", model.name)
+        await self._stop_server(server)
+        self.state = DaemonState.STOPPED
+        log.info("stopped")
+
+    async def _stop_server(self, server) -> None:
+        await server.before_stop()
+        task = server.close()
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, 5)
+            except TimeoutError:
+                pass
+        for connection in list(server.connections):
+            connection.close_if_idle()
+        await server.after_stop()
+        if self._listener:
+            self._listener.close()
