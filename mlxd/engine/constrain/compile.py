@@ -11,6 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 import llguidance
 from llguidance.gbnf_to_lark import any_to_lark
@@ -22,10 +23,10 @@ from mlxd.engine.constrain.tokenizer import ConstraintTokenizer
 # llama-server has no bound; an unbounded source would let one request pin the worker while it compiles.
 MAX_SOURCE_BYTES = 256 * 1024
 # llguidance's own fuel counters bound the compile (and per-step) work deterministically, which a wall-clock
-# timeout could not: the Rust compile cannot be interrupted. At ~50k fuel per ms this is about 40 ms of lexer
-# construction and 10 ms per mask step at most.
+# timeout could not: the Rust compile cannot be interrupted. The lexer fuel is llguidance's default, under a
+# second of one core on slow hardware; the grammar-size limit is lower than its default.
 LIMITS = dict(
-    initial_lexer_fuel=2_000_000,
+    initial_lexer_fuel=1_000_000,
     step_lexer_fuel=200_000,
     max_grammar_size=200_000,
     max_lexer_states=100_000,
@@ -57,11 +58,21 @@ def to_llguidance(spec: ConstraintSpec) -> str:
         )
     try:
         if spec.kind == "json_schema":
-            return llguidance.LLMatcher.grammar_from_json_schema(spec.source, overrides=JSON_OPTIONS)  # type: ignore[arg-type]
+            options: Any = JSON_OPTIONS
+            return llguidance.LLMatcher.grammar_from_json_schema(spec.source, overrides=options)
         lark = spec.source if spec.kind == "lark" else any_to_lark(spec.source)
         return llguidance.LLMatcher.grammar_from_lark(lark)
     except Exception as exc:  # the GBNF converter raises bare Exceptions; schema errors are ValueErrors
         raise ConstraintError(f"{_error_prefix(spec)}{exc}") from exc
+
+
+def validate(spec: ConstraintSpec) -> str:
+    """Check ``spec`` without a tokenizer (at startup, before a model is loaded); returns the grammar document."""
+    grammar = to_llguidance(spec)
+    message = llguidance.LLMatcher.validate_grammar(grammar, None, limits=_limits())
+    if message and not message.startswith("WARNING"):
+        raise ConstraintError(f"{_error_prefix(spec)}{_diagnosis(message)}")
+    return grammar
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,16 @@
 """Per-request matcher state and the batched mask: which tokens may come next, and when the grammar is done.
 
 The worker's step is: ``apply_masks(logits, matchers)`` before sampling, then ``matcher.consume(token)`` on each
-constrained row. ``consume`` starts computing the next step's mask on a background thread right away
-(llguidance releases the GIL while it works), so the mask is built while the model runs its next forward pass
-and ``apply_masks`` usually finds it ready.
+constrained row. ``apply_masks`` computes every constrained row's mask in one llguidance call, on its own thread
+pool with the GIL released; when the worker has already started the forward pass (``mx.async_eval(logits)``),
+that work overlaps with it. A Python thread per request was measured slower: the GIL hand-offs cost more than
+the few microseconds a mask takes.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import llguidance
 import mlx.core as mx
@@ -21,7 +21,14 @@ from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.spec import TriggerType
 from mlxd.engine.constrain.tokenizer import ConstraintTokenizer
 
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mlxd-mask")
+_EXECUTOR: llguidance.LLExecutor | None = None
+
+
+def _executor() -> llguidance.LLExecutor:
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = llguidance.LLExecutor()
+    return _EXECUTOR
 
 
 class _Triggers:
@@ -72,12 +79,10 @@ class Matcher:
         self._tokenizer = tokenizer
         self._ll: llguidance.LLMatcher = compiled.new_matcher()
         self._row = np.zeros(tokenizer.mask_words, dtype=np.int32)
-        self._pending: Future[None] | None = None
+        self._row_fresh = False  # whether _row holds the mask for the current state
         self._triggers = _Triggers(compiled) if compiled.spec.lazy else None
         self._buffer = b""  # generated text while a lazy grammar waits for its trigger
         self.finished = False
-        if self._triggers is None:
-            self._schedule_mask()
 
     @property
     def active(self) -> bool:
@@ -88,9 +93,9 @@ class Matcher:
         """The next token's allowed-set bitmask (int32 words, bit i = token i), or None when unconstrained."""
         if not self.active:
             return None
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
+        if not self._row_fresh:
+            self._ll.unsafe_compute_mask_ptr(self._row.ctypes.data, self._row.nbytes)
+            self._row_fresh = True
         return self._row
 
     def consume(self, token: int) -> bool:
@@ -99,11 +104,12 @@ class Matcher:
             return True
         if self._triggers is not None:
             return self._consume_waiting(token)
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
-        if not self._ll.consume_token(token):
-            raise ConstraintError(f"the constraint rejected token {token}: {self._ll.get_error()}")
+        if self._ll.validate_tokens([token]) == 1:
+            self._ll.consume_token(token)
+        else:
+            # llguidance's mask lets an added token stand for its text (``<tool_call>`` for the string
+            # "<tool_call>") but its parser reads the token as special; the text itself is what was meant.
+            self._feed(self._tokenizer.token_bytes(token), f"token {token}")
         return self._after_advance()
 
     def _consume_waiting(self, token: int) -> bool:
@@ -120,32 +126,48 @@ class Matcher:
             constrained = text[start:].encode("utf-8")
         self._triggers = None
         self._buffer = b""
-        # The grammar reads bytes, so any tokenization of the replayed text is as good as the one sampled.
-        tokens = self._tokenizer.ll.tokenize_bytes(constrained, parse_special=True)
-        if not self._ll.consume_tokens(tokens):
-            raise ConstraintError(
-                f"the text that triggered the lazy grammar does not match it: {constrained!r}: {self._ll.get_error()}"
-            )
+        self._replay(constrained)
         return self._after_advance()
 
+    def _replay(self, text: bytes) -> None:
+        """Feed the trigger's text to the grammar from where the trigger starts."""
+        self._feed(text, "the text that triggered the lazy grammar")
+
+    def _feed(self, text: bytes, what: str) -> None:
+        """Advance over ``text``, which the grammar reads as bytes: any tokenization of it will do.
+
+        A grammar may name a marker as its special token (``<tool_call>`` in Lark) or spell it as a string
+        (``"<tool_call>"``, as llama.cpp's GBNF matches token pieces); whichever reading it accepts is used.
+        """
+        ll = self._tokenizer.ll
+        readings = (ll.tokenize_bytes(text, parse_special=True), ll.greedy_tokenize(text.decode("utf-8", "replace")))
+        for tokens in readings:
+            if tokens and self._ll.validate_tokens(tokens) == len(tokens):
+                self._ll.consume_tokens(tokens)
+                return
+        raise ConstraintError(f"{what} does not match the grammar: {text.decode('utf-8', 'replace')!r}")
+
     def _after_advance(self) -> bool:
+        self._row_fresh = False
         if self._ll.is_stopped():
             self.finished = True
             return True
-        self._schedule_mask()
         return False
 
-    def _schedule_mask(self) -> None:
-        self._pending = _POOL.submit(self._fill_row)
 
-    def _fill_row(self) -> None:
-        self._ll.unsafe_compute_mask_ptr(self._row.ctypes.data, self._row.nbytes)
-
-    def close(self) -> None:
-        """Wait for a mask still being computed, so nothing runs on the matcher after its request is gone."""
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
+def _fill_rows(matchers: list[Matcher]) -> None:
+    """Bring every matcher's row up to date, in one parallel llguidance call when there are several."""
+    stale = [m for m in matchers if not m._row_fresh]
+    if len(stale) == 1:
+        stale[0].mask_row()
+    elif stale:
+        words = stale[0]._row.shape[0]
+        block = np.zeros((len(stale), words), dtype=np.int32)
+        jobs = [(m._ll, i) for i, m in enumerate(stale)]
+        _executor().unsafe_compute_mask_ptr(jobs, block.ctypes.data, words * 4, len(stale))
+        for m, row in zip(stale, block, strict=True):
+            m._row[:] = row
+            m._row_fresh = True
 
 
 def batch_mask(matchers: Sequence[Matcher | None], n_vocab: int) -> np.ndarray | None:
@@ -153,12 +175,14 @@ def batch_mask(matchers: Sequence[Matcher | None], n_vocab: int) -> np.ndarray |
 
     Unconstrained rows allow everything; a constrained row allows nothing past its tokenizer's vocabulary.
     """
-    rows = [m.mask_row() if m is not None else None for m in matchers]
-    if all(row is None for row in rows):
+    active = [m for m in matchers if m is not None and m.active]
+    if not active:
         return None
+    _fill_rows(active)
     words = (n_vocab + 31) // 32
-    mask = np.full((len(rows), words), -1, dtype=np.int32)
-    for i, row in enumerate(rows):
+    mask = np.full((len(matchers), words), -1, dtype=np.int32)
+    for i, matcher in enumerate(matchers):
+        row = matcher.mask_row() if matcher is not None else None
         if row is not None:
             width = min(words, row.shape[0])
             mask[i, :width] = row[:width]

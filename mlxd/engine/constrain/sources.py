@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine.constrain.compile import schema_source, to_llguidance
+from mlxd.engine.constrain.compile import schema_source, validate
 from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.spec import ConstraintSpec, Trigger, TriggerType
 from mlxd.engine.constrain.tokenizer import ConstraintTokenizer
@@ -80,13 +80,13 @@ def server_constraint(
         except json.JSONDecodeError as exc:
             raise ConstraintError(f"{option}: the JSON schema does not parse: {exc}") from exc
         spec = ConstraintSpec("json_schema", schema_source(schema), origin=option)
-        to_llguidance(spec)  # raises: a schema that does not convert stops startup, as in b10621
+        validate(spec)  # raises: a schema that does not convert stops startup, as in b10621
         return ServerConstraint(spec=spec)
     if not text:
         return ServerConstraint()
     spec = ConstraintSpec("gbnf", text, origin=option)
     try:
-        to_llguidance(spec)
+        validate(spec)
     except ConstraintError as exc:
         return ServerConstraint(spec=spec, error=exc)
     return ServerConstraint(spec=spec)

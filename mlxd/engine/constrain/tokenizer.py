@@ -45,7 +45,8 @@ class ConstraintTokenizer:
 
 
 def _tokenizer_json(source: Any) -> str:
-    """Serialized ``tokenizers`` JSON from a path, a ``tokenizers.Tokenizer``, a fast HF tokenizer or mlx-lm's wrapper."""
+    """Serialized ``tokenizers`` JSON from a path, a ``tokenizers.Tokenizer``, a fast HF tokenizer or mlx-lm's
+    wrapper."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         if path.is_dir():

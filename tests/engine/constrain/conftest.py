@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 import numpy as np
@@ -15,6 +16,9 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine.constrain import ConstraintCompiler, ConstraintSpec, ConstraintTokenizer, Matcher, apply_masks
 from mlxd.engine.constrain import build_tokenizer
+
+if TYPE_CHECKING:
+    from mlxd.engine.loader import LoadedModel
 
 # The tiny model's logits spread widely (std 8); sampling at this temperature keeps seeds apart.
 TEMPERATURE = 4.0
@@ -28,7 +32,7 @@ class Generation:
 
 
 @pytest.fixture(scope="session")
-def constraint_tokenizer(tiny_model) -> ConstraintTokenizer:  # type: ignore[no-untyped-def]
+def constraint_tokenizer(tiny_model: LoadedModel) -> ConstraintTokenizer:
     return build_tokenizer(tiny_model.tokenizer, n_vocab=tiny_model.vocab_size)
 
 
@@ -41,7 +45,9 @@ Decode = Callable[..., list[Generation]]
 
 
 @pytest.fixture(scope="session")
-def decode(tiny_model, compiler: ConstraintCompiler, constraint_tokenizer: ConstraintTokenizer) -> Decode:  # type: ignore[no-untyped-def]
+def decode(
+    tiny_model: LoadedModel, compiler: ConstraintCompiler, constraint_tokenizer: ConstraintTokenizer
+) -> Decode:
     """``decode(specs, seeds, prompt=..., max_tokens=...)``: one batch, one row per spec (None = unconstrained).
 
     A seed of None samples greedily. Rows share the prompt, so one KV cache holds the whole batch.

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from mlxd.engine.constrain import (
     ConstraintSpec,
+    ConstraintTokenizer,
     Trigger,
     TriggerType,
     request_constraint,
@@ -18,6 +20,8 @@ from mlxd.engine.constrain import (
     tool_call_constraint,
 )
 
+# The ``decode`` fixture (conftest.py): one batch, one row per spec, returning each row's Generation.
+Decode = Callable[..., list[Any]]
 SEEDS = list(range(20))
 
 GBNF = r"""
@@ -60,7 +64,7 @@ def _validate(value: Any) -> None:
     assert 1 <= len(value["tags"]) <= 3 and set(value["tags"]) <= {"a", "b", "c"}
 
 
-def test_gbnf_grammar_holds_for_every_seed(decode) -> None:  # type: ignore[no-untyped-def]
+def test_gbnf_grammar_holds_for_every_seed(decode: Decode) -> None:
     spec = request_constraint({"grammar": GBNF})
     results = decode([spec] * len(SEEDS), SEEDS)
     for result in results:
@@ -69,14 +73,14 @@ def test_gbnf_grammar_holds_for_every_seed(decode) -> None:  # type: ignore[no-u
     assert len({r.text for r in results}) > 1  # the seeds really sample
 
 
-def test_json_schema_output_parses_and_validates_for_every_seed(decode) -> None:  # type: ignore[no-untyped-def]
+def test_json_schema_output_parses_and_validates_for_every_seed(decode: Decode) -> None:
     spec = request_constraint({"json_schema": SCHEMA})
     for result in decode([spec] * len(SEEDS), SEEDS):
         assert result.finished_by_grammar
         _validate(json.loads(result.text))
 
 
-def test_response_format_json_object_parses_for_every_seed(decode) -> None:  # type: ignore[no-untyped-def]
+def test_response_format_json_object_parses_for_every_seed(decode: Decode) -> None:
     # llama-server's json_object may carry a schema; this one bounds keys and values so that a random model
     # (which almost never samples a closing quote on its own) still reaches the end within the token budget.
     bounded = {
@@ -94,14 +98,14 @@ def test_response_format_json_object_parses_for_every_seed(decode) -> None:  # t
         assert all(re.fullmatch("[a-z]{1,6}", k) and 0 <= v <= 99 for k, v in value.items())
 
 
-def test_response_format_json_schema_validates(decode) -> None:  # type: ignore[no-untyped-def]
+def test_response_format_json_schema_validates(decode: Decode) -> None:
     schema = response_format_schema({"type": "json_schema", "json_schema": {"name": "t", "schema": SCHEMA}})
     spec = ConstraintSpec("json_schema", schema_source(schema), origin="response_format")
     for result in decode([spec] * 4, SEEDS[:4]):
         _validate(json.loads(result.text))
 
 
-def test_unconstrained_rows_match_their_solo_runs_in_a_mixed_batch(decode) -> None:  # type: ignore[no-untyped-def]
+def test_unconstrained_rows_match_their_solo_runs_in_a_mixed_batch(decode: Decode) -> None:
     spec = request_constraint({"json_schema": SCHEMA})
     solo = decode([None], [None])[0]
     mixed = decode([spec, None, spec], [0, None, 1])
@@ -128,7 +132,7 @@ TOOL_CALL = re.compile(r"<tool_call>\n(.*)\n</tool_call>", re.S)
 
 
 @pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
-def test_forced_tool_calls_always_parse(decode, constraint_tokenizer, choice) -> None:  # type: ignore[no-untyped-def]
+def test_forced_tool_calls_always_parse(decode: Decode, constraint_tokenizer: ConstraintTokenizer, choice: Any) -> None:
     spec = tool_call_constraint(TOOLS, choice, tokenizer=constraint_tokenizer)
     for result in decode([spec] * 10, SEEDS[:10]):
         found = TOOL_CALL.fullmatch(result.text)
@@ -141,7 +145,7 @@ def test_forced_tool_calls_always_parse(decode, constraint_tokenizer, choice) ->
             assert call["arguments"]["city"] in ("paris", "oslo")
 
 
-def _trigger_point(decode, constraint_tokenizer) -> tuple[list[int], int]:  # type: ignore[no-untyped-def]
+def _trigger_point(decode: Decode, constraint_tokenizer: ConstraintTokenizer) -> tuple[list[int], int]:
     """The greedy unconstrained run, and the index of a later token whose text is plain letters."""
     free = decode([None], [None], max_tokens=40)[0].tokens
     for i, token in enumerate(free[3:], start=3):
@@ -151,7 +155,9 @@ def _trigger_point(decode, constraint_tokenizer) -> tuple[list[int], int]:  # ty
 
 
 @pytest.mark.parametrize("kind", [TriggerType.TOKEN, TriggerType.PATTERN])
-def test_lazy_grammar_starts_at_its_trigger(decode, constraint_tokenizer, kind) -> None:  # type: ignore[no-untyped-def]
+def test_lazy_grammar_starts_at_its_trigger(
+    decode: Decode, constraint_tokenizer: ConstraintTokenizer, kind: TriggerType
+) -> None:
     free, at = _trigger_point(decode, constraint_tokenizer)
     word = constraint_tokenizer.token_bytes(free[at]).decode()
     trigger: dict[str, Any] = {"type": int(kind), "value": word}
@@ -170,9 +176,10 @@ def test_lazy_grammar_starts_at_its_trigger(decode, constraint_tokenizer, kind) 
     assert re.fullmatch(re.escape(word) + r"=[0-9]{1,3};", result.text[len(prefix):]), result.text
 
 
-def test_lazy_tool_grammar_wakes_on_its_token(decode, constraint_tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_lazy_tool_grammar_wakes_on_its_token(decode: Decode, constraint_tokenizer: ConstraintTokenizer) -> None:
     # With tool_choice auto the grammar waits for <tool_call>; a prompt that ends in text forces nothing until
     # the token appears, so here the call is started by replaying the token trigger directly.
     spec = tool_call_constraint(TOOLS, "auto", tokenizer=constraint_tokenizer)
     assert spec is not None and spec.lazy
-    assert spec.triggers == (Trigger(TriggerType.TOKEN, "<tool_call>", constraint_tokenizer.single_token("<tool_call>")),)
+    open_ = constraint_tokenizer.single_token("<tool_call>")
+    assert spec.triggers == (Trigger(TriggerType.TOKEN, "<tool_call>", open_),)
