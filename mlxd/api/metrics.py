@@ -141,7 +141,7 @@ class ServerMetrics:
         if self.model_name:
             model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)
         yield model
-        requests = Metric("mlxd_requests", "Generation requests received, by route", "counter")
+        requests = Metric("mlxd_requests_total", "Generation requests received, by route", "counter")
         with self._lock:
             for route, n in sorted(self.requests_total.items()):
                 requests.add_sample("mlxd_requests_total", {"route": route}, float(n))
@@ -162,14 +162,11 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 def render(registry: CollectorRegistry) -> str:
-    """Prometheus text format 0.0.4, with every family's name exactly as collected."""
+    """Prometheus text format 0.0.4; families are named as their samples are (``*_total`` for counters that have it)."""
     lines: list[str] = []
     for family in registry.collect():
-        name = family.name if family.type != "counter" or not family.samples else family.samples[0].name
-        if family.type == "counter" and not family.samples:
-            name = family.name + "_total"
-        lines.append(f"# HELP {name} {family.documentation}")
-        lines.append(f"# TYPE {name} {family.type}")
+        lines.append(f"# HELP {family.name} {family.documentation}")
+        lines.append(f"# TYPE {family.name} {family.type}")
         for sample in family.samples:
             lines.append(f"{sample.name}{_labels(sample.labels)} {_number(sample.value)}")
     return "\n".join(lines) + "\n"

@@ -101,16 +101,16 @@ class Cors:
 
 
 class _PerConfig:
-    """Derived objects rebuilt only when the daemon swaps in a new configuration."""
+    """The key ring and CORS policy of the configuration in service, rebuilt only when the daemon swaps it."""
 
     def __init__(self) -> None:
         self._config: Any = None
-        self.keys: KeyRing | None = None
-        self.cors: Cors | None = None
+        self._derived: tuple[KeyRing, Cors] | None = None
 
-    def refresh(self, config: Any) -> None:
-        if config is not self._config:
-            self.keys, self.cors, self._config = KeyRing(config), Cors(config), config
+    def get(self, config: Any) -> tuple[KeyRing, Cors]:
+        if self._derived is None or config is not self._config:
+            self._derived, self._config = (KeyRing(config), Cors(config)), config
+        return self._derived
 
 
 def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
@@ -120,19 +120,17 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
 
     @app.on_request(priority=100)
     async def gate(request: Request) -> HTTPResponse | None:
-        derived.refresh(state.config)
-        assert derived.keys is not None and derived.cors is not None
+        keys, cors = derived.get(state.config)
         if request.method == "OPTIONS":
-            return derived.cors.preflight(request)
+            return cors.preflight(request)
         if not state.ready:
             return loading()
-        if derived.keys.required and request.path not in public and not derived.keys.accepts(presented_key(request)):
+        if keys.required and request.path not in public and not keys.accepts(presented_key(request)):
             log.warning("unauthorized: invalid API key on %s %s", request.method, request.path)
             return unauthorized()
         return None
 
     @app.on_response(priority=100)
     async def allow_origin(request: Request, response: HTTPResponse) -> None:
-        derived.refresh(state.config)
-        assert derived.cors is not None
-        response.headers.setdefault("Access-Control-Allow-Origin", derived.cors.allow_origin(request))
+        _, cors = derived.get(state.config)
+        response.headers.setdefault("Access-Control-Allow-Origin", cors.allow_origin(request))
