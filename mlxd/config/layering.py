@@ -19,15 +19,15 @@ from pydantic import ValidationError
 from mlxd.config.options import OptionTable, table
 from mlxd.config.refusals import contradictions, refusals
 from mlxd.config.resolved import ModelResolved, ResolvedConfig, build_config, config_hash
+from mlxd.config.sources.admin import AdminSource
 from mlxd.config.sources.argv import ArgvSource
 from mlxd.config.sources.base import Layer
 from mlxd.config.sources.configini import SYSTEM_DIR, ConfigIniSource, config_ini_paths
 from mlxd.config.sources.defaults import DefaultsSource
 from mlxd.config.sources.env import EnvSource
-from mlxd.config.sources.keys import bad_value, keyed_setting, lookup, unknown_key
 from mlxd.config.sources.presets import Presets, PresetsSource
 from mlxd.config.sources.toml import TomlSource
-from mlxd.config.values import UNSET, BadValue, Setting
+from mlxd.config.values import Setting
 from mlxd.errors import ConfigError, ConfigProblem
 
 # Router command-line options that are not laid over every model (precedence.md rule 2.10).
@@ -120,7 +120,7 @@ def _scan_models_dir(setting: Setting, problems: list[ConfigProblem], warnings: 
         return {}
     found = {}
     for child in sorted(root.iterdir()):
-        if child.is_dir():
+        if child.is_dir() and not child.name.startswith("."):
             found[child.name] = str(child)
         elif child.suffix.lower() == ".gguf":
             warnings.append(f"{setting.source}: skipped {child.name}: GGUF files cannot be loaded by MLX")
@@ -221,23 +221,9 @@ def apply_overrides(resolved: ResolvedConfig, overrides: Mapping[str, Any], sour
     """A new ResolvedConfig with ``{name: value}`` laid over everything (keys in any spelling without dashes;
     values as in TOML). ``UNSET`` as a value removes an earlier override. Raises ConfigError; ``resolved`` is
     unchanged either way."""
-    tbl = table()
     if resolved.sources is None:
         raise ConfigError([ConfigProblem(None, source, "this configuration was not built from sources")])
-    admin = Layer("admin", dict(resolved.sources.admin.settings))
-    problems = []
-    for key, raw in overrides.items():
-        spec = lookup(tbl, key, env_names=False)
-        if spec is None:
-            problems.append(unknown_key(tbl, key, source))
-            continue
-        if raw is UNSET:
-            admin.settings.pop(spec.name, None)
-            continue
-        try:
-            admin.settings[spec.name] = keyed_setting(spec, key, raw, source, native=True)
-        except BadValue as exc:
-            problems.append(bad_value(spec, raw, source, exc))
-    if problems:
-        raise ConfigError(problems)
+    admin = AdminSource(overrides, table(), current=resolved.sources.admin, source=source).read()
+    if admin.problems:
+        raise ConfigError(admin.problems)
     return layer(replace(resolved.sources, admin=admin))

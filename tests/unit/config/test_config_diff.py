@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mlxd.config import apply_overrides, diff
 from tests.unit.config.conftest import write
 
@@ -38,3 +40,17 @@ def test_router_models_added_removed_changed(resolve_in, tmp_path: Path) -> None
     plan = diff(resolve_in(["--models-preset", a]), resolve_in(["--models-preset", b]))
     assert (plan.models_added, plan.models_removed, plan.models_changed) == (("new",), ("gone",), ("edit",))
     assert [c.name for c in plan.live] == ["models-preset"]
+
+
+def test_overrides_can_be_removed_and_bad_ones_change_nothing(resolve_in) -> None:
+    from mlxd.config import UNSET, ConfigError
+
+    base = resolve_in(["--temp", "0.5"])
+    once = apply_overrides(base, {"temp": 0.1, "ngl": "all"})
+    assert once.provenance["n-gpu-layers"] == "admin"
+    cleared = apply_overrides(once, {"temp": UNSET})
+    assert cleared.provenance["temperature"] == "cli:--temp" and cleared.provenance["n-gpu-layers"] == "admin"
+    with pytest.raises(ConfigError) as info:
+        apply_overrides(once, {"ngl": "12", "tmep": 1})
+    assert {p.option for p in info.value.problems} == {"tmep"}  # unknown keys are caught before refusals
+    assert once.config.temperature == 0.1
