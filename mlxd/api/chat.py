@@ -6,6 +6,7 @@ template into a prompt, and answered by splitting the generated text into reason
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -16,9 +17,8 @@ from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
 from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
-from mlxd.engine.chat.reasoning import ReasoningStream
+from mlxd.engine.chat.output import ChatDelta, ChatOutputStream
 from mlxd.engine.chat.templates import ChatTemplate
-from mlxd.engine.chat.tools import ToolCallStream
 from mlxd.errors import InvalidRequest, NotSupported
 
 IMAGE_REFUSAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
@@ -94,43 +94,40 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
         )
     except (ChatRequestError, ChatTemplateError) as exc:
         raise InvalidRequest(exc.message) from exc
+    parse_tools = body.get("parse_tool_calls")
+    if parse_tools is not None and not isinstance(parse_tools, bool):
+        raise InvalidRequest("Field 'parse_tool_calls': [json.exception.type_error.302] type must be boolean")
+    if parse_tools is False:
+        prompt = dataclasses.replace(prompt, parse_tool_calls=False)
     return prompt, encode(model.loaded.tokenizer, prompt.prompt, True)
 
 
 class ChatParser:
-    """Generated text in, message diffs out: reasoning split first, then tool calls out of the content."""
+    """Generated text in, message diffs out (the engine's chat output parser, seen as the renderers need it)."""
 
     def __init__(self, prompt: ChatPrompt) -> None:
-        self._reasoning = ReasoningStream(prompt.reasoning_format, starts_in_reasoning=prompt.starts_in_reasoning)
-        self._tools = ToolCallStream() if prompt.parse_tool_calls else None
+        self._stream = ChatOutputStream.for_prompt(prompt)
         self.message = AssistantMessage()
-        self._started: set[int] = set()
 
     def feed(self, text: str) -> list[MessageDiff]:
-        return self._diffs(*self._reasoning.feed(text), final=False)
+        return self._diffs(self._stream.feed(text))
 
     def finish(self) -> list[MessageDiff]:
-        return self._diffs(*self._reasoning.finish(), final=True)
+        return self._diffs(self._stream.finish())
 
-    def _diffs(self, reasoning: str, content: str, *, final: bool) -> list[MessageDiff]:
+    def _diffs(self, deltas: list[ChatDelta]) -> list[MessageDiff]:
         out: list[MessageDiff] = []
-        if reasoning:
-            self.message.reasoning += reasoning
-            out.append(MessageDiff(reasoning=reasoning))
-        calls = []
-        if self._tools is not None:
-            content, calls = self._tools.feed(content)
-            if final:
-                more, more_calls = self._tools.finish()
-                content += more
-                calls += more_calls
-        if content:
-            self.message.content += content
-            out.append(MessageDiff(content=content))
-        for call in calls:
-            self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
-            out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
-                                   tool_arguments=call.arguments))
+        for delta in deltas:
+            if delta.reasoning_content:
+                self.message.reasoning += delta.reasoning_content
+                out.append(MessageDiff(reasoning=delta.reasoning_content))
+            if delta.content:
+                self.message.content += delta.content
+                out.append(MessageDiff(content=delta.content))
+            for call in delta.tool_calls:
+                self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
+                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
+                                       tool_arguments=call.arguments))
         return out
 
 

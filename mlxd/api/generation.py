@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.types import ErrorEvent, FinalEvent, GenerationRequest, TokenEvent
+from mlxd.engine.types import ErrorEvent, FinalEvent, GenerationRequest, Timings, TokenEvent
 from mlxd.errors import InvalidRequest, NotSupported, RequestError
 from mlxd.schemas.completion import NativeOptions, ServerDefaults, read_native_options
 from mlxd.schemas.fields import json_type_name, present
@@ -129,6 +130,16 @@ class Job:
     handle: Any
     events: list[TokenEvent] = field(default_factory=list)
     final: FinalEvent | None = None
+    submitted: float = field(default_factory=time.perf_counter)
+    first_token: float | None = None
+
+    def running_timings(self) -> Timings:
+        """``timings_per_token``: timings so far, measured where the events arrive (the worker reports exact
+        timings, cache hits included, only with the final event)."""
+        now = time.perf_counter()
+        first = self.first_token or now
+        return Timings(cache_n=0, prompt_n=len(self.prompt_tokens), prompt_ms=(first - self.submitted) * 1e3,
+                       predicted_n=len(self.events), predicted_ms=(now - first) * 1e3)
 
 
 @dataclass
@@ -204,6 +215,16 @@ def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning
     return out
 
 
+# The keys /slots leaves out of a slot's params (b10621's metrics-only form of task_params::to_json).
+FULL_FORM_ONLY = ("dry_sequence_breakers", "stop", "logit_bias", "grammar", "grammar_lazy", "grammar_triggers",
+                  "preserved_tokens")
+
+
+def slot_params(settings: dict[str, Any]) -> dict[str, Any]:
+    """A slot's ``params`` on /slots: the generation settings without the full-form-only keys."""
+    return {k: v for k, v in settings.items() if k not in FULL_FORM_ONLY}
+
+
 def _request(p: Plan, tokens: list[int], state: ServingState) -> GenerationRequest:
     return GenerationRequest(
         prompt_tokens=tokens,
@@ -221,7 +242,7 @@ def _request(p: Plan, tokens: list[int], state: ServingState) -> GenerationReque
         n_indent=p.opts.n_indent,
         t_max_predict_ms=max(0, p.opts.t_max_predict_ms),
         lora=lora_scales(p.opts, state),
-        display_params=p.display,
+        display_params=p.display or slot_params(generation_settings(p)),
     )
 
 
@@ -279,6 +300,8 @@ async def events(jobs: Sequence[Job]) -> AsyncIterator[tuple[Job, TokenEvent | F
                 job.final = ev
                 remaining -= 1
             else:
+                if job.first_token is None:
+                    job.first_token = time.perf_counter()
                 job.events.append(ev)
             yield job, ev
     finally:

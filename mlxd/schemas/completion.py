@@ -7,6 +7,7 @@ frozen model, and refuses what mlxd cannot honour yet instead of ignoring it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,6 +88,29 @@ def refuse_constraints(body: Mapping[str, Any]) -> None:
         raise FieldError(CONSTRAINT_REFUSAL.format(name="grammar_lazy"))
 
 
+# Fields whose feature mlxd does not have yet: any value but the inert default is refused with the reason.
+NOT_YET: dict[str, tuple[Any, str]] = {
+    "return_progress": (False, "prompt-processing progress events are not reported"),
+    "reasoning_control": (False, "the on-demand reasoning-budget sampler is not implemented"),
+    "reasoning_budget_tokens": (-1, "a per-request reasoning budget is not implemented (see --reasoning-budget)"),
+    "reasoning_budget_start_tag": (None, "a per-request reasoning budget is not implemented"),
+    "reasoning_budget_end_tags": (None, "a per-request reasoning budget is not implemented"),
+    "reasoning_budget_end_tag": (None, "a per-request reasoning budget is not implemented"),
+    "reasoning_budget_message": (None, "a per-request reasoning budget is not implemented"),
+    "continue_final_message": (None, "continuing the final message is governed by --prefill-assistant"),
+    "echo": (False, "echoing the prefilled assistant message is not implemented"),
+}
+
+
+def refuse_not_yet(body: Mapping[str, Any]) -> None:
+    """Refuse the fields of features mlxd does not have yet, unless they carry their inert default."""
+    for name, (inert, reason) in NOT_YET.items():
+        value = body.get(name)
+        if value is None or value == inert:
+            continue
+        raise FieldError(f"Field '{name}' is not supported yet: {reason}; omit it or send {json.dumps(inert)}")
+
+
 def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:
     found = present(body, "lora")
     if found is None:
@@ -115,6 +139,7 @@ def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:
 def read_native_options(body: Mapping[str, Any], defaults: ServerDefaults) -> NativeOptions:
     """Read the non-sampling fields of a native completion request, with b10621's names, aliases and limits."""
     refuse_constraints(body)
+    refuse_not_yet(body)
     stream_options = read_object(body, "stream_options")
     n_cmpl = read_int(body, "n_cmpl", 1, aliases=("n",), hard=(1, max(1, defaults.n_parallel)))
     n_cache_reuse = read_int(body, "n_cache_reuse", defaults.n_cache_reuse, hard=(0, INT32_MAX))

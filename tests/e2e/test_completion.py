@@ -187,18 +187,19 @@ def test_deferred_routes_answer_501(client: httpx.Client, method: str, path: str
 
 @pytest.fixture
 def endless_server(tiny_model: Any) -> Iterator[AppServer]:
-    """One slot with --context-shift: a generation there has no end of its own."""
-    worker = ModelWorker(tiny_model, WorkerSettings(parallel=1, ctx_size=256, context_shift=True))
+    """One slot with the checkpoint's whole context: a generation there runs for thousands of tokens."""
+    worker = ModelWorker(tiny_model, WorkerSettings(parallel=1, ctx_size=int(tiny_model.n_ctx_train)))
     worker.start()
     served = ServedModel(name=tiny_model.name, aliases=[], loaded=tiny_model, worker=worker,
                          chat_template=load_chat_template(tiny_model.path), sampling_defaults=SamplingParams())
-    server = AppServer(ServingState(config=Config(parallel=1, ctx_size=256, context_shift=True), model=served))
+    server = AppServer(ServingState(config=Config(parallel=1), model=served))
     yield server
     server.stop()
     worker.stop()
 
 
 def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> None:
+    n_ctx = endless_server.state.model.worker.n_ctx_slot
     body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
     with httpx.Client(base_url=endless_server.base_url, timeout=30) as c:
         with c.stream("POST", "/completion", json=body) as response:
@@ -212,5 +213,9 @@ def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> Non
             if not any(slot["is_processing"] for slot in c.get("/slots").json()):
                 break
             time.sleep(0.05)
-        assert not any(slot["is_processing"] for slot in c.get("/slots").json())
+        slots = c.get("/slots").json()
+        assert not any(slot["is_processing"] for slot in slots)
+        # Cancelled, not run to the end of the context: the slot stopped long before filling it.
+        assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
+        assert slots[0]["params"]["n_predict"] == -1
         assert c.post("/completion", json={"prompt": "Once", "n_predict": 2}).status_code == 200

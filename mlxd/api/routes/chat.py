@@ -95,6 +95,8 @@ async def chat_completions(request: Request):
                 logprobs = oai.logprobs_content([ev], p.post_sampling)
                 if logprobs is not None:
                     out[-1]["choices"][0]["logprobs"] = logprobs
+            if out and p.opts.timings_per_token:
+                out[-1]["timings"] = oai.timings_out(job.running_timings()).model_dump()
             if out:
                 yield sse.data(out)
         yield sse.DONE

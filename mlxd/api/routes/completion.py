@@ -65,7 +65,7 @@ async def completion(request: Request):
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
-                                              post_sampling=p.post_sampling))
+                                              post_sampling=p.post_sampling, timings=job.running_timings()))
 
     await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
                      ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
@@ -118,7 +118,8 @@ async def completions_oai(request: Request):
                 if p.n_probs > 0:
                     logprobs = oai.logprobs_content([ev], p.post_sampling)
                 choice = oai.text_choice(ev.text, job.index, logprobs, None)
-                yield sse.data(oai.text_chunk(env, choice))
+                timings = job.running_timings() if p.opts.timings_per_token else None
+                yield sse.data(oai.text_chunk(env, choice, timings))
         yield sse.DONE
 
     await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),

@@ -128,7 +128,7 @@ async def infill(request: Request):
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
-                                              post_sampling=p.post_sampling))
+                                              post_sampling=p.post_sampling, timings=job.running_timings()))
 
     await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
                      ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
