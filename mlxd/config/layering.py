@@ -140,6 +140,9 @@ def layer(sources: Sources) -> ResolvedConfig:
     problems.extend(contradictions(base))
     problems.extend(refusals(base, tbl))
     is_router = not any(base[name].value for name in ("model", "hf-repo", "docker-repo"))
+    if base["model"].value and base["hf-repo"].value:
+        warnings.append(f"{base['model'].source}: model is not used: --hf-repo ({base['hf-repo'].source}) "
+                        "wins over -m, as in b10621")
     models: dict[str, ModelResolved] = {}
     if sources.presets is not None:
         problems.extend(sources.presets.problems)
@@ -168,12 +171,15 @@ def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProb
     overlays: list[tuple[str, dict[str, dict[str, Setting]]]] = []
     if sources.presets is not None:
         overlays.append(("preset", sources.presets.models))
-    overlays.append(("toml", sources.toml.models))
+    toml_models = {n: m for n, m in sources.toml.models.items() if n != "*"}
+    overlays.append(("toml", toml_models))
     for kind, models in overlays:  # merges key by key over what is there (rule 2.9)
         for name, settings in models.items():
             _, current = entries.get(name, (kind, {}))
             entries[name] = (kind, {**current, **settings})
-    global_layer = Layer("preset", sources.presets.global_settings if sources.presets else {})
+    # [*] of the presets file, then TOML's [models."*"] over it.
+    global_layer = Layer("preset", {**(sources.presets.global_settings if sources.presets else {}),
+                                    **sources.toml.models.get("*", {})})
     cli_overlay = Layer("cli", {n: s for n, s in sources.cli.settings.items() if n not in ROUTER_RESERVED})
     out = {}
     for name, (kind, settings) in sorted(entries.items()):

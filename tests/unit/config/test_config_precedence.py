@@ -302,3 +302,20 @@ def test_admin_overrides_beat_the_command_line(resolve_in):
     assert _opt(updated, "temperature") == (0.2, "admin")
     assert _opt(resolved, "temperature") == (0.5, "cli:--temp")
     assert updated.config_hash != resolved.config_hash
+
+
+def test_toml_star_table_is_laid_under_every_model(resolve_in, tmp_path: Path):
+    # rule 2.3's [*], written as TOML [models."*"]; a model's own table still wins
+    toml = write(tmp_path / "a.toml", '[models."*"]\nc = 16\n\n[models.a]\nmodel = "/a"\n\n'
+                                      '[models.b]\nmodel = "/b"\nc = 32\n')
+    resolved = resolve_in(["--config", toml])
+    assert _model(resolved, "a", "ctx-size") == (16, f"toml:{toml}:2")
+    assert _model(resolved, "b", "ctx-size") == (32, f"toml:{toml}:9")
+    assert set(resolved.models) == {"a", "b"}
+
+
+def test_hf_repo_wins_over_model_with_a_warning(resolve_in):
+    # design.md "Precedence": --hf-repo wins over -m
+    resolved = resolve_in(["-m", "/models/x", "-hf", "mlx-community/Qwen3-0.6B-4bit"])
+    assert not resolved.is_router
+    assert any("--hf-repo" in w and "wins over -m" in w for w in resolved.warnings)
