@@ -1,7 +1,7 @@
 """Constrained decoding on llguidance: GBNF grammars, JSON schemas, response formats and forced tool calls.
 
 The worker builds one ``ConstraintTokenizer`` and ``ConstraintCompiler`` per loaded model. A request's
-``ConstraintSpec`` (from ``request_constraint``, ``response_format_schema`` or ``tool_call_constraint``) is
+``ConstraintSpec`` (``request_constraint`` for native bodies, ``chat_constraint`` for chat bodies) is
 compiled before admission (a ``ConstraintError`` is the 400), then each decode step runs
 ``apply_masks(logits, matchers)`` before sampling and ``Matcher.consume(token)`` after it; ``consume`` returning
 True ends the generation.
@@ -12,6 +12,7 @@ from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.matcher import Matcher, apply_masks, batch_mask
 from mlxd.engine.constrain.sources import (
     ServerConstraint,
+    chat_constraint,
     request_constraint,
     response_format_schema,
     server_constraint,
@@ -33,6 +34,7 @@ __all__ = [
     "apply_masks",
     "batch_mask",
     "build_tokenizer",
+    "chat_constraint",
     "request_constraint",
     "response_format_schema",
     "schema_source",

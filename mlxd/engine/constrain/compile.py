@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import llguidance
-from llguidance.gbnf_to_lark import any_to_lark
+from llguidance.gbnf_to_lark import any_to_lark, gbnf_to_lark
 
 from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.spec import ConstraintSpec
@@ -60,10 +60,16 @@ def to_llguidance(spec: ConstraintSpec) -> str:
         if spec.kind == "json_schema":
             options: Any = JSON_OPTIONS
             return llguidance.LLMatcher.grammar_from_json_schema(spec.source, overrides=options)
-        lark = spec.source if spec.kind == "lark" else any_to_lark(spec.source)
+        lark = spec.source if spec.kind == "lark" else _gbnf_to_lark(spec.source)
         return llguidance.LLMatcher.grammar_from_lark(lark)
     except Exception as exc:  # the GBNF converter raises bare Exceptions; schema errors are ValueErrors
         raise ConstraintError(f"{_error_prefix(spec)}{exc}") from exc
+
+
+def _gbnf_to_lark(source: str) -> str:
+    # Like llama.cpp built with llguidance, a grammar already in Lark syntax (``%llguidance``, ``start:``) is
+    # taken as is; a GBNF rule named ``start`` (``start ::= ...``) must not be mistaken for one.
+    return gbnf_to_lark(source) if "::=" in source else any_to_lark(source)
 
 
 def validate(spec: ConstraintSpec) -> str:

@@ -18,6 +18,7 @@ from mlxd.engine.constrain.compile import schema_source, validate
 from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.spec import ConstraintSpec, Trigger, TriggerType
 from mlxd.engine.constrain.tokenizer import ConstraintTokenizer
+from mlxd.engine.constrain.tools import tool_call_constraint
 from mlxd.errors import InvalidRequest
 
 
@@ -197,3 +198,34 @@ def response_format_schema(response_format: Any) -> Any | None:
             f'response_format type must be one of "text" or "json_object", but got: {kind}'
         )
     return None
+
+
+def chat_constraint(
+    body: Mapping[str, Any],
+    server: ServerConstraint | None = None,
+    tokenizer: ConstraintTokenizer | None = None,
+) -> ConstraintSpec | None:
+    """The constraint of an OpenAI-style chat body: ``response_format`` (or ``json_schema``), ``grammar``, tools.
+
+    ``response_format`` replaces a ``json_schema`` field; a schema and a grammar together are refused; a schema
+    takes precedence over tool-call forcing. Otherwise the tools' grammar (forced for ``"required"`` or a named
+    function, lazy at ``<tool_call>`` for ``"auto"``) applies, then the native fields and the server default.
+    """
+    schema = response_format_schema(body.get("response_format"))
+    if schema is None:
+        schema = body.get("json_schema")
+    if schema is not None:
+        if _present(body, "grammar"):
+            raise InvalidRequest("Cannot use both json_schema and grammar")
+        return request_constraint({"json_schema": schema}, server, tokenizer)
+    tools = body.get("tools")
+    parallel = body.get("parallel_tool_calls") is True
+    forced = tool_call_constraint(
+        tools if isinstance(tools, list) else [],
+        body.get("tool_choice", "auto"),
+        parallel_tool_calls=parallel,
+        tokenizer=tokenizer,
+    )
+    if forced is not None and isinstance(body.get("grammar"), str) and body["grammar"]:
+        raise InvalidRequest("Cannot use custom grammar constraints with tools.")
+    return forced if forced is not None else request_constraint(body, server, tokenizer)

@@ -80,3 +80,13 @@ def test_a_source_compiles_once_and_requests_get_fresh_matchers(ccompiler: Const
     assert first.pristine is second.pristine
     one, two = first.new_matcher(), first.new_matcher()
     assert one is not two and not one.is_error()
+
+
+def test_a_gbnf_rule_named_start_is_still_gbnf(ccompiler: ConstraintCompiler) -> None:
+    compiled = ccompiler.compile(ConstraintSpec("gbnf", 'root ::= start\nstart ::= "go"', origin="grammar"))
+    assert not compiled.new_matcher().is_error()
+
+
+def test_a_lark_grammar_is_accepted_where_a_gbnf_one_is(ccompiler: ConstraintCompiler) -> None:
+    compiled = ccompiler.compile(ConstraintSpec("gbnf", '%llguidance {}\nstart: "a" | "b"', origin="grammar"))
+    assert "start" in compiled.grammar

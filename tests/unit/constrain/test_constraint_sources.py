@@ -15,6 +15,7 @@ from mlxd.engine.constrain import (
     ServerConstraint,
     Trigger,
     TriggerType,
+    chat_constraint,
     request_constraint,
     response_format_schema,
     server_constraint,
@@ -180,3 +181,27 @@ def test_tool_choice_required_forces_a_call_and_auto_waits_for_the_marker(ctok: 
 def test_a_named_tool_choice_must_name_a_tool() -> None:
     with pytest.raises(ConstraintError, match="'g', which is not among the tools"):
         tool_call_constraint(TOOLS, {"type": "function", "function": {"name": "g"}})
+
+
+def test_chat_response_format_replaces_json_schema_and_refuses_a_grammar_beside_it() -> None:
+    response_format = {"type": "json_schema", "json_schema": {"schema": SCHEMA}}
+    body = {"json_schema": {"type": "string"}, "response_format": response_format}
+    spec = chat_constraint(body)
+    assert spec is not None and json.loads(spec.source) == SCHEMA
+    with pytest.raises(InvalidRequest, match="Cannot use both json_schema and grammar"):
+        chat_constraint({**body, "grammar": GBNF})
+
+
+def test_chat_tools_force_calls_unless_a_schema_is_asked_for(ctok: ConstraintTokenizer) -> None:
+    spec = chat_constraint({"tools": TOOLS, "tool_choice": "required"}, tokenizer=ctok)
+    assert spec is not None and spec.origin == "tools" and not spec.lazy
+    spec = chat_constraint({"tools": TOOLS, "tool_choice": "required", "response_format": {"type": "json_object"}})
+    assert spec is not None and spec.kind == "json_schema"
+    with pytest.raises(InvalidRequest, match="custom grammar constraints with tools"):
+        chat_constraint({"tools": TOOLS, "tool_choice": "required", "grammar": GBNF})
+
+
+def test_chat_without_tools_or_formats_falls_back_to_the_native_fields_and_default() -> None:
+    server = server_constraint(grammar=GBNF)
+    assert chat_constraint({"messages": []}, server) == server.spec
+    assert chat_constraint({"tools": TOOLS, "tool_choice": "none"}, server) == server.spec
