@@ -56,8 +56,12 @@ class TomlSource:
             return layer
         except tomllib.TOMLDecodeError as exc:
             pos = _DECODE_POS.search(str(exc))
-            where = f"toml:{self.path}:{pos.group(1)}:{pos.group(2)}" if pos else f"toml:{self.path}"
-            message = _DECODE_POS.sub("", str(exc)).strip()
+            if pos:
+                where = f"toml:{self.path}:{pos.group(1)}:{pos.group(2)}"
+            else:  # "at end of document"
+                lines = text.splitlines() or [""]
+                where = f"toml:{self.path}:{len(lines)}:{len(lines[-1]) + 1}"
+            message = _DECODE_POS.sub("", str(exc)).replace("(at end of document)", "").strip()
             layer.problems.append(ConfigProblem(None, where, f"malformed TOML: {message}"))
             return layer
         lines = _key_lines(text)
