@@ -14,6 +14,7 @@ On the worker side, ``ReasoningBudget`` watches generated token texts for ``--re
 from mlxd.engine.chat.budget import ReasoningBudget
 from mlxd.engine.chat.caps import TemplateCaps
 from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError, UnknownTemplateNameError
+from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
 from mlxd.engine.chat.messages import template_messages, template_tools
 from mlxd.engine.chat.output import ChatDelta, ChatMessage, ChatOutputStream, parse_chat_output
 from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, ReasoningMode, apply_chat_template, parse_tool_choice
@@ -34,9 +35,11 @@ from mlxd.engine.chat.templates import (
 from mlxd.engine.chat.tools import (
     ToolCall,
     ToolCallDelta,
+    ToolCallFormat,
     ToolCallStream,
     extract_tool_calls,
     new_tool_call_id,
+    tool_call_format,
 )
 
 __all__ = [
@@ -52,6 +55,7 @@ __all__ = [
     "ChatRequestError",
     "ChatTemplate",
     "ChatTemplateError",
+    "LlamaToolCallStream",
     "ReasoningBudget",
     "ReasoningFormat",
     "ReasoningMode",
@@ -59,10 +63,12 @@ __all__ = [
     "TemplateCaps",
     "ToolCall",
     "ToolCallDelta",
+    "ToolCallFormat",
     "ToolCallStream",
     "UnknownTemplateNameError",
     "apply_chat_template",
     "check_reasoning_format",
+    "extract_llama_tool_calls",
     "extract_tool_calls",
     "load_chat_template",
     "new_tool_call_id",
@@ -71,4 +77,5 @@ __all__ = [
     "split_reasoning",
     "template_messages",
     "template_tools",
+    "tool_call_format",
 ]

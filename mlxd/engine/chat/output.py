@@ -8,7 +8,15 @@ from typing import Any
 
 from mlxd.engine.chat.prompt import ChatPrompt
 from mlxd.engine.chat.reasoning import ReasoningFormat, ReasoningStream, split_reasoning
-from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, ToolCallStream, extract_tool_calls, new_tool_call_id
+from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
+from mlxd.engine.chat.tools import (
+    ToolCall,
+    ToolCallDelta,
+    ToolCallFormat,
+    ToolCallStream,
+    extract_tool_calls,
+    new_tool_call_id,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ def parse_chat_output(
     reasoning_format: ReasoningFormat = "deepseek",
     starts_in_reasoning: bool = False,
     parse_tool_calls: bool = False,
+    tool_call_format: ToolCallFormat = "hermes",
     id_factory: Callable[[], str] = new_tool_call_id,
 ) -> ChatMessage:
     """Parse a whole generated answer."""
@@ -54,7 +63,8 @@ def parse_chat_output(
     )
     calls: list[ToolCall] = []
     if parse_tool_calls:
-        content, calls = extract_tool_calls(content, id_factory=id_factory)
+        extract = extract_llama_tool_calls if tool_call_format == "llama3" else extract_tool_calls
+        content, calls = extract(content, id_factory=id_factory)
     return ChatMessage(content=content, reasoning_content=reasoning, tool_calls=tuple(calls))
 
 
@@ -67,10 +77,14 @@ class ChatOutputStream:
         reasoning_format: ReasoningFormat = "deepseek",
         starts_in_reasoning: bool = False,
         parse_tool_calls: bool = False,
+        tool_call_format: ToolCallFormat = "hermes",
         id_factory: Callable[[], str] = new_tool_call_id,
     ) -> None:
         self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning)
-        self._tools = ToolCallStream(id_factory=id_factory) if parse_tool_calls else None
+        self._tools: ToolCallStream | LlamaToolCallStream | None = None
+        if parse_tool_calls:
+            stream = LlamaToolCallStream if tool_call_format == "llama3" else ToolCallStream
+            self._tools = stream(id_factory=id_factory)
         self._content: list[str] = []
         self._reasoning_text: list[str] = []
         self._calls: list[ToolCall] = []
@@ -82,6 +96,7 @@ class ChatOutputStream:
             reasoning_format=prompt.reasoning_format,
             starts_in_reasoning=prompt.starts_in_reasoning,
             parse_tool_calls=prompt.parse_tool_calls,
+            tool_call_format=prompt.tool_call_format,
             id_factory=id_factory,
         )
 

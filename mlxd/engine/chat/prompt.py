@@ -12,6 +12,7 @@ from mlxd.engine.chat.errors import ChatRequestError
 from mlxd.engine.chat.messages import content_parts_text, template_messages, template_tools
 from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, check_reasoning_format
 from mlxd.engine.chat.templates import ChatTemplate
+from mlxd.engine.chat.tools import ToolCallFormat, tool_call_format
 
 ReasoningMode = Literal["on", "off", "auto"]
 ToolChoice = Literal["auto", "none", "required"]
@@ -43,6 +44,7 @@ class ChatPrompt:
     starts_in_reasoning: bool  # the prompt left a <think> open: generation begins inside reasoning
     parse_tool_calls: bool
     prefilled: bool  # the last assistant message was continued rather than closed
+    tool_call_format: ToolCallFormat = "hermes"
 
 
 def parse_tool_choice(value: Any) -> ToolChoice:
@@ -129,4 +131,5 @@ def apply_chat_template(
         starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill),
         parse_tool_calls=not skip and bool(tool_list) and choice != "none",
         prefilled=prefilled,
+        tool_call_format=tool_call_format(template.source),
     )

@@ -15,14 +15,23 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
+
+ToolCallFormat = Literal["hermes", "llama3"]
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
 
 _ID_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
+
+
+def tool_call_format(template_source: str) -> ToolCallFormat:
+    """How a model served with this template writes tool calls: Llama 3.x's bare JSON, else Hermes tags."""
+    llama = "<|start_header_id|>" in template_source and (
+        "<|python_tag|>" in template_source or '"parameters"' in template_source)
+    return "llama3" if llama and TOOL_CALL_OPEN not in template_source else "hermes"
 
 
 def new_tool_call_id() -> str:
