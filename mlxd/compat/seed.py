@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from mlxd.compat.manifest import Entry, Manifest, TAG, load, package_path, to_json
+from mlxd.compat.manifest import TAG, Entry, Manifest, load, package_path, to_json
 from mlxd.config.options import OptionSpec, inventory, table, upstream_name
 
 OPTIONS_TEST = "tests/compat/test_compat_options.py"

@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from mlxd.errors import ConfigError, ConfigProblem, MlxdError
@@ -58,7 +57,7 @@ def _dispatch(module_name: str, what: str, argv: list[str]) -> int:
     return int(entry(argv))
 
 
-def _resolve(args: list[str], config: str | None) -> "ResolvedConfig":
+def _resolve(args: list[str], config: str | None) -> ResolvedConfig:
     from mlxd.config import resolve
 
     return resolve((["--config", config] if config else []) + args, dict(os.environ))

@@ -8,6 +8,7 @@ matches the option table, and every entry's pinning test exists.
 from __future__ import annotations
 
 from pathlib import Path
+
 import pytest
 
 from mlxd.compat.manifest import load, validate

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlxd.config.options import OptionSpec, OptionTable
-from mlxd.config.values import BadValue, Setting, parse_bool_value, parse_native, parse_text, is_value_less
+from mlxd.config.values import BadValue, Setting, is_value_less, parse_bool_value, parse_native, parse_text
 from mlxd.errors import ConfigProblem
 
 

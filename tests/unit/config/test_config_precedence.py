@@ -81,7 +81,8 @@ def test_value_after_option_is_never_an_option(resolve_in):
 @pytest.mark.parametrize("word", ["on", "enabled", "true", "1"])
 def test_flag_fires_from_env_for_truthy_words(resolve_in, word):
     # rules 1.5 and 1.6: a plain flag is applied only for on/enabled/true/1
-    assert _opt(resolve_in([], {"LLAMA_ARG_ENDPOINT_METRICS": word}), "metrics") == (True, "env:LLAMA_ARG_ENDPOINT_METRICS")
+    resolved = resolve_in([], {"LLAMA_ARG_ENDPOINT_METRICS": word})
+    assert _opt(resolved, "metrics") == (True, "env:LLAMA_ARG_ENDPOINT_METRICS")
 
 
 @pytest.mark.parametrize("word", ["off", "disabled", "false", "0"])
@@ -101,7 +102,7 @@ def test_flag_on_cli_beats_falsey_env(resolve_in):
     assert _opt(resolve_in(["--metrics"], {"LLAMA_ARG_ENDPOINT_METRICS": "0"}), "metrics") == (True, "cli:--metrics")
 
 
-# --- boolean pairs -----------------------------------------------------------------------------------------------------
+# --- boolean pairs ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("word,expected", [("on", True), ("1", True), ("disabled", False), ("false", False)])
 def test_bool_pair_env_reads_parse_bool_value(resolve_in, word, expected):
@@ -138,7 +139,7 @@ def test_mlxd_own_pair_has_its_no_alias(resolve_in):
     assert _opt(resolve_in(["--watch-config"], env), "watch-config") == (True, "cli:--watch-config")
 
 
-# --- accumulating options ----------------------------------------------------------------------------------------------
+# --- accumulating options -----------------------------------------------------------------------------------------
 
 def test_api_key_env_and_cli_accumulate(resolve_in):
     # rule 1.4 caveat: appending handlers add the CLI value to the env value
@@ -166,7 +167,7 @@ def test_repeated_appending_option_keeps_every_value(resolve_in):
     assert resolve_in(["--lora", "a", "--lora", "b,c"]).config.lora == ["a", "b", "c"]
 
 
-# --- TOML --------------------------------------------------------------------------------------------------------------
+# --- TOML ---------------------------------------------------------------------------------------------------------
 
 def test_toml_keys_take_any_spelling_and_negatives_invert(resolve_in, tmp_path: Path):
     # design.md principle 1 and issue 2: keys are spellings without dashes, as in presets (rule 2.6, 2.7)
@@ -187,7 +188,7 @@ def test_toml_unknown_key_has_did_you_mean(resolve_in, tmp_path: Path):
     assert info.value.problems[0].source == f"toml:{toml}:1"
 
 
-# --- presets and router mode -------------------------------------------------------------------------------------------
+# --- presets and router mode --------------------------------------------------------------------------------------
 
 PRESET = """
 version = 1
@@ -293,7 +294,7 @@ def test_preset_only_keys(resolve_in, tmp_path: Path):
         resolve_in(["--load-on-startup"])
 
 
-# --- admin -------------------------------------------------------------------------------------------------------------
+# --- admin --------------------------------------------------------------------------------------------------------
 
 def test_admin_overrides_beat_the_command_line(resolve_in):
     # design.md: ... < command line < admin overrides

@@ -86,7 +86,8 @@ def test_api_key_is_redacted_in_diagnostics() -> None:
 
 def test_argv_missing_value_and_stray_words() -> None:
     layer = ArgvSource(["stray", "-c"], table()).read()
-    assert [p.render() for p in layer.problems] == ["cli: invalid argument: stray", "cli:-c: ctx-size: expected a value"]
+    assert [p.render() for p in layer.problems] == ["cli: invalid argument: stray",
+                                                    "cli:-c: ctx-size: expected a value"]
 
 
 def test_two_value_option() -> None:

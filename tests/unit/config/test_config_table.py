@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.config import Config, Kind, table
-from mlxd.config import codegen
+from mlxd.config import Config, Kind, codegen, table
 from mlxd.config.options import inventory
 from mlxd.config.prepass import rewrite
 
