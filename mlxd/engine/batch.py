@@ -28,10 +28,10 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.slots)
 
-    def add(self, slot: "Slot", kv: list[Any], token: int) -> None:
-        """Append a row whose prompt is done and whose first token is already accepted."""
+    def add(self, slot: "Slot", kv: list[Any], token: int | mx.array, awaiting: bool = False) -> None:
+        """Append a row: its cache, the token it feeds next, and whether that token is still to be accepted."""
         merged = [c.merge([c]) for c in kv]
-        first = mx.array([token], dtype=mx.uint32)
+        first = token.astype(mx.uint32).reshape(1) if isinstance(token, mx.array) else mx.array([token], mx.uint32)
         if self.cache is None or self.tokens is None:
             self.cache, self.tokens = merged, first
         else:
@@ -39,7 +39,7 @@ class DecodeBatch:
                 mine.extend(theirs)
             self.tokens = mx.concatenate([self.tokens, first])
         self.slots.append(slot)
-        self.awaiting.append(False)
+        self.awaiting.append(awaiting)
 
     def extract(self, row: int) -> list[Any]:
         """A standalone copy of one row's cache (for the slot to keep after the row leaves)."""

@@ -21,6 +21,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import make_prompt_cache
 
+from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.prompt_cache import PromptCache, adopt
@@ -61,8 +62,10 @@ class Scheduler:
         settings: WorkerSettings,
         n_ctx_slot: int,
         sampling: SamplerBackend,
+        bos_id: int | None = None,
     ) -> None:
         self.model = model
+        self.bos_id = bos_id
         self.decode = decode
         self.eos_ids = eos_ids
         self.vocab_size = vocab_size
@@ -148,7 +151,9 @@ class Scheduler:
             self.eos_ids,
             slot.n_ctx,
             self.settings.n_predict,
+            self.settings.context_shift,
         )
+        seq.plain_greedy = self.sampling.is_greedy(seq.sampler)  # fixed for the request's lifetime
         slot.seq, slot.t_last_used = seq, time.monotonic()
         seq.t_prompt_start = time.perf_counter()
         if not seq.prompt:  # upstream answers an empty prompt at once, with nothing generated
@@ -207,7 +212,7 @@ class Scheduler:
             self._release(slot, kv)
             return n
         sampled = None
-        if self.sampling.is_greedy(seq.sampler):
+        if seq.plain_greedy:
             token = int(mx.argmax(logits, axis=-1).item())
         else:
             sampled = self.sampling.sample(logits, [seq.sampler])[0]
@@ -223,7 +228,10 @@ class Scheduler:
     # -- decoding ------------------------------------------------------------------------------------------
     def _decode(self) -> None:
         batch = self.batch
-        pipelined = all(self.sampling.is_greedy(s.seq.sampler) for s in batch.slots if s.seq is not None)
+        if self.settings.context_shift:
+            for slot in [s for s in batch.slots if s.seq is not None and s.seq.n_past + 1 >= s.n_ctx]:
+                self._shift(slot)
+        pipelined = all(s.seq.plain_greedy for s in batch.slots if s.seq is not None)
         if not pipelined and any(batch.awaiting):
             self._settle()
             if not len(batch):
@@ -255,6 +263,23 @@ class Scheduler:
             batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
         if done:
             self._retire(done)
+
+    def _shift(self, slot: Slot) -> None:
+        """Make room in a full slot (``--context-shift``): its row leaves the batch and comes back shifted."""
+        seq, batch = slot.seq, self.batch
+        assert seq is not None and batch.tokens is not None
+        row = batch.row_of(slot)
+        has_bos = self.bos_id is not None and bool(seq.prompt) and seq.prompt[0] == self.bos_id
+        keep, discard = context_shift.plan(
+            seq.n_past, slot.n_ctx, seq.request.n_keep, seq.request.n_discard, len(seq.prompt), has_bos
+        )
+        pending, awaiting = batch.tokens[row], batch.awaiting[row]
+        kv = context_shift.shift(self.model, batch.extract(row), keep, discard)
+        batch.remove([row])
+        batch.add(slot, kv, pending, awaiting)
+        seq.n_past -= discard
+        seq.truncated = seq.shifted = True
+        log.warning("slot %d context shift: n_keep = %d, n_discard = %d", slot.id, keep, discard)
 
     def _settle(self) -> None:
         """Read back and accept the tokens a pipelined step left pending."""
@@ -296,7 +321,7 @@ class Scheduler:
         assert seq is not None
         if not seq.failed:
             seq.finish(slot.id)
-        if kv is not None and not seq.failed:
+        if kv is not None and not seq.failed and not seq.shifted:
             slot.resident = Resident(seq.request.cache_namespace, seq.cached_tokens(), kv)
         slot.last, slot.seq, slot.kv, slot.t_last_used = seq, None, None, time.monotonic()
 

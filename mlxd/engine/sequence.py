@@ -38,13 +38,17 @@ class Sequence:
         eos_ids: set[int],
         n_ctx: int,
         server_n_predict: int,
+        context_shift: bool = False,
     ) -> None:
         self.request = request
         self.handle = handle
         self.id_task = id_task
         self.sampler = sampler
+        self.plain_greedy = False  # an argmax with nothing to edit or report: decoded ahead, pipelined
         self.eos_ids = eos_ids
         self.n_ctx = n_ctx
+        self.context_shift = context_shift
+        self.shifted = False  # the cache no longer holds a plain prefix of all_tokens
         self.n_predict = request.n_predict if request.n_predict != -1 else server_n_predict
         self.prompt = list(request.prompt_tokens)
         self.generated: list[int] = []
@@ -124,8 +128,8 @@ class Sequence:
             and (time.perf_counter() - self.t_gen_start) * 1e3 > req.t_max_predict_ms
         ):
             self.stop_type, self.has_next_token = "limit", False
-        # The token just accepted still has to be fed, and the slot needs room for it.
-        if self.has_next_token and self.n_past + 1 >= self.n_ctx:
+        # The token just accepted still has to be fed, and the slot needs room for it (unless it shifts).
+        if self.has_next_token and not self.context_shift and self.n_past + 1 >= self.n_ctx:
             self.truncated, self.stop_type, self.has_next_token = True, "limit", False
         if is_eog:
             self.stop_type, self.has_next_token = "eos", False

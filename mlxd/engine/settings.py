@@ -15,7 +15,7 @@ class WorkerSettings(BaseModel):
 
     parallel: int = Field(-1, ge=-1, description="number of slots; -1 = auto (4)")
     ctx_size: int = Field(0, ge=0, description="total context; 0 = the checkpoint's training context")
-    kv_unified: bool | None = Field(None, description="one context shared by all slots; None = on when parallel is auto")
+    kv_unified: bool | None = Field(None, description="every slot may use the whole context; None = when auto")
     batch_size: int = Field(2048, ge=1, description="prompt tokens processed per scheduler step (prefill chunk)")
     ubatch_size: int = Field(512, ge=1, description="accepted for compatibility; MLX has no physical batch split")
     cont_batching: bool = True

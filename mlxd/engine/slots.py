@@ -65,7 +65,10 @@ class Slot:
         if seq is None:
             return out
         out["id_task"] = seq.id_task
-        out["n_prompt_tokens"] = seq.n_past if self.seq is not None else len(self.resident.tokens) if self.resident else 0
+        if self.seq is not None:
+            out["n_prompt_tokens"] = seq.n_past
+        else:
+            out["n_prompt_tokens"] = len(self.resident.tokens) if self.resident else 0
         out["n_prompt_tokens_processed"] = seq.n_prompt_processed
         out["n_prompt_tokens_cache"] = seq.n_cache
         out["params"] = dict(seq.request.display_params)

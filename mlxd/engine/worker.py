@@ -16,6 +16,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from mlxd.engine import context_shift
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
@@ -32,11 +33,11 @@ class ModelWorker:
 
     def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None) -> None:
         if settings.context_shift:
-            raise EngineError(
-                "--context-shift is not supported: mlxd cannot yet move a slot's cached keys to new positions; "
-                "use --no-context-shift (the default), where a full slot ends its generation with "
-                "truncated = true and stop_type = limit"
-            )
+            reason = context_shift.unsupported_reason(loaded.model)
+            if reason is not None:
+                raise EngineError(
+                    f"--context-shift is not supported for {loaded.name}: {reason}; use --no-context-shift"
+                )
         self.loaded = loaded
         self.settings = settings
         self.n_ctx_slot = settings.n_ctx_slot(int(loaded.n_ctx_train))
@@ -52,6 +53,7 @@ class ModelWorker:
             settings,
             self.n_ctx_slot,
             sampling,
+            getattr(loaded.tokenizer, "bos_token_id", None),
         )
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()

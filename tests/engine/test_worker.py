@@ -165,9 +165,12 @@ def test_slots_render_upstream_keys(tiny_model, make_worker) -> None:
     assert after["params"] == {"seed": 1} and after["is_processing"] is False
 
 
-def test_context_shift_is_refused(tiny_model) -> None:
+def test_context_shift_is_refused_for_positions_it_cannot_move() -> None:
+    from types import SimpleNamespace
+
     from mlxd.engine.settings import WorkerSettings
     from mlxd.engine.worker import ModelWorker
 
-    with pytest.raises(EngineError, match="--context-shift"):
-        ModelWorker(tiny_model, WorkerSettings(context_shift=True))
+    alibi = SimpleNamespace(layers=[SimpleNamespace(self_attn=SimpleNamespace(rope=None))])
+    with pytest.raises(EngineError, match="--context-shift is not supported for odd: .*not plain RoPE"):
+        ModelWorker(SimpleNamespace(model=alibi, name="odd"), WorkerSettings(context_shift=True))

@@ -1,0 +1,152 @@
+"""In-process engine benchmark: mlxd's model worker against mlx-lm on the same checkpoint.
+
+    .venv/bin/python bench/bench_engine.py CHECKPOINT [--tokens 256] [--prompt 512] [--streams 1,4,8,16]
+
+Measures, greedy, in one process (no HTTP):
+- one stream: decode tokens/s of ``mlx_lm.stream_generate`` and of the worker (from first to last token), and
+  prefill tokens/s of both on a ``--prompt``-token prompt;
+- aggregate decode tokens/s with 1/4/8/16 concurrent requests through the worker (as many slots as streams), and
+  of mlx-lm's own ``batch_generate`` on the same prompts as a reference.
+Prints one JSON document. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mlxd.engine import blas  # noqa: E402  (before mlx is imported)
+
+BLAS = blas.preload("auto")
+
+import mlx.core as mx  # noqa: E402
+from mlx_lm import batch_generate, stream_generate  # noqa: E402
+
+from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.sampling import SamplingParams  # noqa: E402
+from mlxd.engine.settings import WorkerSettings  # noqa: E402
+from mlxd.engine.types import FinalEvent, GenerationRequest, TokenEvent  # noqa: E402
+from mlxd.engine.worker import ModelWorker  # noqa: E402
+
+GREEDY = SamplingParams(temperature=0.0)
+TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
+
+
+def prompt_of(loaded: Any, n: int, salt: int = 0) -> list[int]:
+    ids = list(loaded.tokenizer.encode(f"# {salt}\n" + TEXT * (1 + n // 20)))
+    return ids[:n]
+
+
+def mlx_lm_one_stream(loaded: Any, prompt: list[int], n: int) -> tuple[float, float]:
+    """(prefill tokens/s, decode tokens/s) as mlx_lm.stream_generate reports them."""
+    last = None
+    for last in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=n):
+        pass
+    assert last is not None
+    return last.prompt_tps, last.generation_tps
+
+
+def worker_one_stream(worker: ModelWorker, prompt: list[int], n: int) -> tuple[float, float]:
+    """(prefill tokens/s, decode tokens/s after the first token) through the worker."""
+    handle = worker.submit(GenerationRequest(prompt_tokens=prompt, sampling=GREEDY, n_predict=n, cache_prompt=False))
+    t_first = t_last = 0.0
+    count = 0
+    final = None
+    for event in handle:
+        now = time.perf_counter()
+        if isinstance(event, TokenEvent):
+            count += 1
+            t_first = t_first or now
+            t_last = now
+        elif isinstance(event, FinalEvent):
+            final = event
+    assert final is not None, "the request failed"
+    decode = (count - 1) / (t_last - t_first) if count > 1 else 0.0
+    return final.timings.prompt_per_second, decode
+
+
+def worker_aggregate(worker: ModelWorker, prompts: list[list[int]], n: int) -> float:
+    t0 = time.perf_counter()
+    handles = [
+        worker.submit(GenerationRequest(prompt_tokens=p, sampling=GREEDY, n_predict=n, cache_prompt=False))
+        for p in prompts
+    ]
+    total = 0
+    for handle in handles:
+        event = handle.result()
+        assert isinstance(event, FinalEvent), event
+        total += len(event.tokens)
+    return total / (time.perf_counter() - t0)
+
+
+def mlx_lm_aggregate(loaded: Any, prompts: list[list[int]], n: int) -> float:
+    t0 = time.perf_counter()
+    out = batch_generate(loaded.model, loaded.tokenizer, prompts, max_tokens=n, verbose=False)
+    total = sum(len(loaded.tokenizer.encode(t)) for t in out.texts)  # approximate: texts re-encoded
+    return total / (time.perf_counter() - t0)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint", type=Path)
+    ap.add_argument("--tokens", type=int, default=256, help="tokens generated per request")
+    ap.add_argument("--prompt", type=int, default=512, help="prompt tokens for the prefill measurement")
+    ap.add_argument("--streams", default="1,4,8,16")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per one-stream figure (best is kept)")
+    args = ap.parse_args(argv)
+    loaded = load_model(args.checkpoint)
+    streams = [int(s) for s in args.streams.split(",")]
+    short = prompt_of(loaded, 16)
+    long = prompt_of(loaded, args.prompt)
+    result: dict[str, Any] = {
+        "checkpoint": str(args.checkpoint),
+        "blas": getattr(BLAS, "choice", str(BLAS)),
+        "device": str(mx.default_device()),
+        "tokens": args.tokens,
+    }
+
+    mlx_lm_one_stream(loaded, short, 16)  # warm-up
+    lm = [mlx_lm_one_stream(loaded, short, args.tokens) for _ in range(args.repeat)]
+    lm_prefill = [mlx_lm_one_stream(loaded, long, 2) for _ in range(args.repeat)]
+
+    worker = ModelWorker(loaded, WorkerSettings(parallel=1, ctx_size=args.prompt + args.tokens + 64))
+    worker.start()
+    try:
+        worker_one_stream(worker, short, 16)  # warm-up
+        ours = [worker_one_stream(worker, short, args.tokens) for _ in range(args.repeat)]
+        ours_prefill = [worker_one_stream(worker, long, 2) for _ in range(args.repeat)]
+    finally:
+        worker.stop(0)
+    result["one_stream"] = {
+        "decode_tps": {"mlx_lm": max(d for _, d in lm), "mlxd": max(d for _, d in ours)},
+        "prefill_tps": {"mlx_lm": max(p for p, _ in lm_prefill), "mlxd": max(p for p, _ in ours_prefill)},
+    }
+    one = result["one_stream"]
+    one["decode_ratio"] = one["decode_tps"]["mlxd"] / one["decode_tps"]["mlx_lm"]
+    one["prefill_ratio"] = one["prefill_tps"]["mlxd"] / one["prefill_tps"]["mlx_lm"]
+
+    aggregate: dict[str, Any] = {}
+    for n in streams:
+        prompts = [prompt_of(loaded, 16 + i, salt=i) for i in range(n)]
+        worker = ModelWorker(loaded, WorkerSettings(parallel=n, ctx_size=n * (args.tokens + 64)))
+        worker.start()
+        try:
+            worker_aggregate(worker, prompts, 8)  # warm-up
+            ours_tps = worker_aggregate(worker, prompts, args.tokens)
+        finally:
+            worker.stop(0)
+        mlx_lm_aggregate(loaded, prompts, 8)
+        aggregate[str(n)] = {"mlxd": ours_tps, "mlx_lm_batch_generate": mlx_lm_aggregate(loaded, prompts, args.tokens)}
+    result["aggregate_tps"] = aggregate
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""The scheduler stepped by hand: chunked prefill, interleaving, --no-cont-batching, mixed sampling, reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+import pytest
+
+from mlxd.engine.detokenize import fast_decoder
+from mlxd.engine.handle import RequestHandle
+from mlxd.engine.samplers import ChainSampling, TokenizerVocab
+from mlxd.engine.sampling import SamplingParams
+from mlxd.engine.scheduler import Scheduler
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.types import FinalEvent, TokenEvent
+from tests.engine.conftest import PROMPTS, final, greedy_request
+
+
+@pytest.fixture
+def make_scheduler(tiny_model: Any):
+    stream = mx.new_thread_local_stream(mx.default_device())
+
+    def make(**settings: Any) -> Scheduler:
+        cfg = WorkerSettings(ctx_size=2048, **settings)
+        n_ctx = cfg.n_ctx_slot(tiny_model.n_ctx_train)
+        vocab = TokenizerVocab(tiny_model.tokenizer, tiny_model.vocab_size, tiny_model.eos_token_ids)
+        return Scheduler(tiny_model.model, fast_decoder(tiny_model.tokenizer), set(tiny_model.eos_token_ids),
+                         tiny_model.vocab_size, cfg, n_ctx, ChainSampling(vocab, n_ctx))
+
+    with mx.stream(stream):
+        yield make
+
+
+def add(scheduler: Scheduler, tokens: list[int], n: int, task: int) -> RequestHandle:
+    handle = RequestHandle(greedy_request(tokens, n), task, lambda h: None)
+    scheduler.add(handle)
+    return handle
+
+
+def run_until(scheduler: Scheduler, done: Any, limit: int = 10_000) -> None:
+    for _ in range(limit):
+        if done():
+            return
+        scheduler.step()
+    raise AssertionError("the scheduler did not get there")
+
+
+def seq_of(scheduler: Scheduler, handle: RequestHandle) -> Any:
+    return next(s.seq for s in scheduler.slots.slots if s.seq is not None and s.seq.handle is handle)
+
+
+def test_prefill_is_chunked_and_interleaved_with_decoding(tiny_model, make_scheduler) -> None:
+    sched = make_scheduler(parallel=2, batch_size=8)
+    a = add(sched, list(tiny_model.tokenizer.encode(PROMPTS[0])), 30, 1)
+    run_until(sched, lambda: len(sched.batch) == 1)
+    b = add(sched, list(range(100, 130)), 5, 2)
+    sched.step()
+    b_seq, a_seq = seq_of(sched, b), seq_of(sched, a)
+    assert b_seq.n_past == 7  # --batch-size 8, less the one decoding row
+    decoded = a_seq.n_decoded
+    sched.step()
+    assert b_seq.n_past == 14 and a_seq.n_decoded == decoded + 1
+    run_until(sched, lambda: sched.idle)
+    assert isinstance(b.result(), FinalEvent) and isinstance(a.result(), FinalEvent)
+
+
+def test_without_cont_batching_a_new_prompt_waits_for_the_batch_to_drain(tiny_model, make_scheduler) -> None:
+    sched = make_scheduler(parallel=2, cont_batching=False)
+    a = add(sched, list(tiny_model.tokenizer.encode(PROMPTS[0])), 12, 1)
+    run_until(sched, lambda: len(sched.batch) == 1)
+    b = add(sched, list(range(100, 130)), 5, 2)
+    a_seq = seq_of(sched, a)
+    sched.step()
+    b_seq = seq_of(sched, b)  # b holds a slot now...
+    steps = 0
+    while any(s.seq is a_seq for s in sched.batch.slots):  # ...but its prompt waits while a decodes
+        assert b_seq.n_past == 0
+        sched.step()
+        steps += 1
+    assert steps >= 9 and b_seq.n_past == 30
+    run_until(sched, lambda: sched.idle)
+    assert len(final(a).tokens) == 12 and len(final(b).tokens) == 5
+
+
+def test_sampled_and_greedy_rows_share_the_batch_and_match_their_solo_runs(tiny_model, make_worker) -> None:
+    sampled = SamplingParams(temperature=0.9, seed=42, repeat_penalty=1.1)
+    prompts = [list(tiny_model.tokenizer.encode(p)) for p in PROMPTS]
+    requests = [greedy_request(p, 20, sampling=sampled if i % 2 else None) for i, p in enumerate(prompts)]
+    for r in requests:
+        if r.sampling is None:
+            r.sampling = SamplingParams(temperature=0.0)
+    solo_worker = make_worker(parallel=1, cache_ram_mib=0)
+    solo = [final(solo_worker.submit(r)).tokens for r in requests]
+    worker = make_worker(parallel=4, cache_ram_mib=0)
+    together = [final(h).tokens for h in [worker.submit(r) for r in requests]]
+    assert together == solo
+    assert solo[1] != final(solo_worker.submit(greedy_request(prompts[1], 20))).tokens  # it really sampled
+
+
+def test_probabilities_are_reported_per_token(tiny_model, make_worker) -> None:
+    worker = make_worker(parallel=2)
+    tokens = list(tiny_model.tokenizer.encode(PROMPTS[1]))
+    request = greedy_request(tokens, 5, n_probs=3, sampling=SamplingParams(temperature=0.0, n_probs=3))
+    events = [e for e in worker.submit(request) if isinstance(e, TokenEvent)]
+    assert len(events) == 5
+    for e in events:
+        assert e.probs is not None and len(e.probs) == 3 and e.chosen is not None
+        assert e.chosen.id == e.token_id == e.probs[0].id  # greedy: the most likely token
+        assert e.chosen.prob <= 0.0  # a log-probability without post_sampling_probs
+        assert e.probs[0].text == tiny_model.tokenizer.decode([e.token_id])
+
+
+def test_t_max_predict_ms_stops_at_a_new_line(tiny_model, make_worker) -> None:
+    worker = make_worker(parallel=1)
+    for text in PROMPTS:
+        tokens = list(tiny_model.tokenizer.encode(text))
+        events = [e for e in worker.submit(greedy_request(tokens, 60)) if isinstance(e, TokenEvent)]
+        first_nl = next((i for i, e in enumerate(events) if "\n" in e.text), None)
+        if first_nl is not None and first_nl >= 3:
+            break
+    else:
+        pytest.fail("no prompt makes the tiny model write a new line")
+    done = final(worker.submit(greedy_request(tokens, 60, t_max_predict_ms=1)))
+    assert done.stop_type == "limit" and len(done.tokens) == first_nl + 1
