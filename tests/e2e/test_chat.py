@@ -167,3 +167,10 @@ def test_responses_refuses_what_it_cannot_honour(client: httpx.Client) -> None:
     schema = client.post("/v1/responses", json={"input": "hi", "text": {"format": {"type": "json_schema",
                                                                                    "schema": {}}}})
     assert schema.status_code == 400
+
+
+@pytest.mark.parametrize("path", ["/v1/audio/transcriptions", "/audio/transcriptions"])
+def test_transcriptions_need_an_audio_model(client: httpx.Client, path: str) -> None:
+    response = client.post(path, files={"file": ("a.wav", b"RIFF0000WAVE", "audio/wav")}, data={"model": "m"})
+    assert response.status_code == 501
+    assert response.json()["error"]["message"].startswith("audio input is not supported")
