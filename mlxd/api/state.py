@@ -42,6 +42,9 @@ class ServingState:
     metrics: Any = None
     # Free-form facts for /props and the log (e.g. the BLAS report).
     build_info: dict[str, Any] = field(default_factory=dict)
+    # The daemon's reconcile controller (mlxd.daemon.controller.Controller), for llama-server's management routes
+    # (POST /lora-adapters, /models/load ...) which change state through the same path as the admin API.
+    controller: Any = None
 
     @property
     def ready(self) -> bool:

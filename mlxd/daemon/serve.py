@@ -67,12 +67,12 @@ def main(argv: list[str]) -> int:
     except MlxdError as exc:
         print(f"error: cpu-blas: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    log.info("cpu blas: %s", blas.describe())
 
     from mlxd.daemon.pool import load_served_model
     from mlxd.daemon.server import Daemon
 
-    daemon = Daemon(resolved, load_model=load_served_model, build_info={"cpu_blas": blas.chosen})
+    daemon = Daemon(resolved, load_model=load_served_model, log_settings=log_settings, argv=argv,
+                    env=dict(os.environ), build_info={"cpu_blas": blas.chosen})
     try:
         return asyncio.run(daemon.serve())
     except ConfigError as exc:

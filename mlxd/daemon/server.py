@@ -11,13 +11,14 @@ import enum
 import logging
 import signal
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.listen import Listener, bind, tls_context
 from mlxd.daemon.notify import Notifier
 from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
+    from mlxd.daemon.controller import Controller
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
 
@@ -61,9 +62,14 @@ class Daemon:
     """One mlxd process: ``serve()`` runs until the shutdown trigger fires or SIGTERM/SIGINT arrives."""
 
     def __init__(self, resolved: "ResolvedConfig", *, load_model: Callable[["ResolvedConfig"], "ServedModel | None"],
-                 notifier: Notifier | None = None, build_info: dict | None = None) -> None:
+                 log_settings: Callable[[Any], Any], argv: list[str] | None = None,
+                 env: dict[str, str] | None = None, notifier: Notifier | None = None,
+                 build_info: dict | None = None) -> None:
         self.resolved = resolved
         self.load_model = load_model
+        self.log_settings = log_settings
+        self.argv = list(argv or [])
+        self.env = dict(env or {})
         self.notifier = notifier or Notifier()
         self.build_info = build_info or {}
         self.state = DaemonState.STARTING
@@ -71,6 +77,7 @@ class Daemon:
         self.shutdown = asyncio.Event()
         self.in_flight = InFlight()
         self.serving: "ServingState | None" = None
+        self.controller: "Controller | None" = None
         self._listener: Listener | None = None
 
     def request_shutdown(self) -> None:
@@ -118,16 +125,47 @@ class Daemon:
         if served is not None:
             self.serving.model = served
             log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
+        from mlxd.daemon.controller import Controller
+
+        self.controller = Controller(argv=self.argv, env=self.env, resolved=self.resolved, serving=self.serving,
+                                     notifier=self.notifier, load_model=self.load_model,
+                                     log_settings=self.log_settings)
+        self.serving.controller = self.controller
+        self.controller.commit_startup()
         self.state = DaemonState.SERVING
         self.generation = 1
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        watcher = self._start_watching(loop)
         self.notifier.ready(f"serving {served.name if served else 'no model'} on {self._listener.url}")
         watchdog = loop.create_task(self._watchdog()) if self.notifier.watchdog_usec else None
 
         await self.shutdown.wait()
-        if watchdog:
-            watchdog.cancel()
+        for task in (watchdog, watcher):
+            if task:
+                task.cancel()
         await self._drain(server)
         return 0
+
+    def _on_sighup(self) -> None:
+        """SIGHUP: reload from the files; the handler only enqueues the reload."""
+        if self.controller is not None and self.state is DaemonState.SERVING:
+            asyncio.get_running_loop().create_task(self.controller.reload("sighup"))
+
+    def _start_watching(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Task | None":
+        """Watch the TOML and presets files: on by default when --config is given, off with --no-watch-config."""
+        from mlxd.daemon.watch import watch_files
+
+        cfg = self.resolved.config
+        paths = [p for p in (cfg.config, cfg.models_preset) if p]
+        wanted = cfg.watch_config if self.resolved.explicit("watch-config") else bool(cfg.config)
+        if not wanted or not paths or self.controller is None:
+            return None
+        controller = self.controller
+
+        async def on_change(path: str) -> None:
+            await controller.reload(f"file:{path}")
+
+        return loop.create_task(watch_files(paths, on_change, self.shutdown))
 
     async def _forward(self, trigger: asyncio.Event) -> None:
         await trigger.wait()
