@@ -69,7 +69,30 @@ def to_llguidance(spec: ConstraintSpec) -> str:
 def _gbnf_to_lark(source: str) -> str:
     # Like llama.cpp built with llguidance, a grammar already in Lark syntax (``%llguidance``, ``start:``) is
     # taken as is; a GBNF rule named ``start`` (``start ::= ...``) must not be mistaken for one.
-    return gbnf_to_lark(source) if "::=" in source else any_to_lark(source)
+    if "::=" not in source:
+        return any_to_lark(source)
+    # The converter names the root rule ``start``, so a rule of that name would clash with it.
+    return gbnf_to_lark(_rename_rule(source, "start", "start-rule") if _GBNF_START.search(source) else source)
+
+
+_GBNF_START = re.compile(r"(?m)^\s*start\s*::=")
+# GBNF's lexemes that may contain a rule name's letters without being one: strings, character classes and
+# comments (escapes inside the first two).
+_GBNF_SKIP = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|#[^\n]*')
+
+
+def _rename_rule(source: str, old: str, new: str) -> str:
+    """``source`` with every reference to the rule ``old`` (outside strings, classes and comments) renamed."""
+    while re.search(rf"(?<![\w-]){re.escape(new)}(?![\w-])", source):
+        new += "-"
+    name = re.compile(rf"(?<![\w-]){re.escape(old)}(?![\w-])")
+    out, last = [], 0
+    for skipped in _GBNF_SKIP.finditer(source):
+        out.append(name.sub(new, source[last : skipped.start()]))
+        out.append(skipped.group())
+        last = skipped.end()
+    out.append(name.sub(new, source[last:]))
+    return "".join(out)
 
 
 def validate(spec: ConstraintSpec) -> str:
