@@ -136,7 +136,7 @@ def layer(sources: Sources) -> ResolvedConfig:
     for lay in layers:
         problems.extend(lay.problems)
         warnings.extend(lay.warnings)
-    base = merge(layers, tbl)
+    base = _derive(merge(layers, tbl))
     problems.extend(contradictions(base))
     problems.extend(refusals(base, tbl))
     is_router = not any(base[name].value for name in ("model", "hf-repo", "docker-repo"))
@@ -162,6 +162,15 @@ def layer(sources: Sources) -> ResolvedConfig:
                           warnings=tuple(warnings), sources=sources)
 
 
+def _derive(settings: dict[str, Setting]) -> dict[str, Setting]:
+    """b10621's derived defaults: with --tools and no explicit --cors-origins, CORS origins become ``localhost``
+    (precedence.md rule 1.12). Provenance ``derived:`` names the option that caused it."""
+    tools = settings["tools"]
+    if tools.value and settings["cors-origins"].source == "default":
+        settings["cors-origins"] = Setting("localhost", f"derived:{tools.source}")
+    return settings
+
+
 def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProblem]) -> dict[str, ModelResolved]:
     entries: dict[str, tuple[str, dict[str, Setting]]] = {}
     for name, path in sources.store_models.items():
@@ -183,8 +192,8 @@ def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProb
     cli_overlay = Layer("cli", {n: s for n, s in sources.cli.settings.items() if n not in ROUTER_RESERVED})
     out = {}
     for name, (kind, settings) in sorted(entries.items()):
-        merged = merge(sources.base_layers() + [global_layer, Layer("entry", settings), cli_overlay, sources.admin],
-                       tbl)
+        merged = _derive(merge(sources.base_layers() + [global_layer, Layer("entry", settings), cli_overlay,
+                                                        sources.admin], tbl))
         model_problems = refusals(merged, tbl) + contradictions(merged, model_argument=False)
         for p in model_problems:
             problems.append(replace(p, message=f"model '{name}': {p.message}"))

@@ -39,7 +39,8 @@ class ModelResolved:
 @dataclass(frozen=True)
 class ResolvedConfig:
     """A resolved configuration. ``provenance[name]`` is ``default``, ``ini:PATH:LINE``, ``toml:PATH:LINE``,
-    ``env:NAME``, ``cli:SPELLING``, ``preset:[SECTION]`` or ``admin``."""
+    ``env:NAME``, ``cli:SPELLING``, ``preset:[SECTION]``, ``admin``; for a router model's path also ``store`` or
+    ``models-dir:PATH``; for a value b10621 derives from another option, ``derived:<that option's source>``."""
 
     config: Config
     provenance: dict[str, str]

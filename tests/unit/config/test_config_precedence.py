@@ -320,3 +320,10 @@ def test_hf_repo_wins_over_model_with_a_warning(resolve_in):
     resolved = resolve_in(["-m", "/models/x", "-hf", "mlx-community/Qwen3-0.6B-4bit"])
     assert not resolved.is_router
     assert any("--hf-repo" in w and "wins over -m" in w for w in resolved.warnings)
+
+
+def test_tools_limit_cors_origins_unless_given(resolve_in):
+    # rule 1.12: with --tools and no explicit --cors-origins, CORS origins become localhost
+    assert _opt(resolve_in(["--tools", "read_file"]), "cors-origins") == ("localhost", "derived:cli:--tools")
+    given = resolve_in(["--tools", "read_file", "--cors-origins", "*"])
+    assert _opt(given, "cors-origins") == ("*", "cli:--cors-origins")
