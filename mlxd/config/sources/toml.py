@@ -59,8 +59,8 @@ class TomlSource:
             if pos:
                 where = f"toml:{self.path}:{pos.group(1)}:{pos.group(2)}"
             else:  # "at end of document"
-                lines = text.splitlines() or [""]
-                where = f"toml:{self.path}:{len(lines)}:{len(lines[-1]) + 1}"
+                rows = text.splitlines() or [""]
+                where = f"toml:{self.path}:{len(rows)}:{len(rows[-1]) + 1}"
             message = _DECODE_POS.sub("", str(exc)).replace("(at end of document)", "").strip()
             layer.problems.append(ConfigProblem(None, where, f"malformed TOML: {message}"))
             return layer
