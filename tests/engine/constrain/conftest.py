@@ -14,8 +14,14 @@ import numpy as np
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine.constrain import ConstraintCompiler, ConstraintSpec, ConstraintTokenizer, Matcher, apply_masks
-from mlxd.engine.constrain import build_tokenizer
+from mlxd.engine.constrain import (
+    ConstraintCompiler,
+    ConstraintSpec,
+    ConstraintTokenizer,
+    Matcher,
+    apply_masks,
+    build_tokenizer,
+)
 
 if TYPE_CHECKING:
     from mlxd.engine.loader import LoadedModel
