@@ -97,23 +97,24 @@ def apply_chat_template(
     fmt = check_reasoning_format(reasoning_format) if reasoning_format is not None else options.reasoning_format
     choice = parse_tool_choice(tool_choice)
     tool_list = template_tools(tools)
-    chat = template_messages(messages, caps=template.caps, map_developer_to_system="<|channel|>" not in template.source)
+    developer_is_system = "<|channel|>" not in template.source  # gpt-oss templates speak the developer role
+    # Every message is validated, the one to prefill included, before any is set aside.
+    chat = template_messages(messages, caps=template.caps, map_developer_to_system=developer_is_system)
     kwargs = {**options.chat_template_kwargs, **(chat_template_kwargs or {})}
     enable_thinking = _enable_thinking(template, options, kwargs)
 
     prefill = ""
-    prefilled = options.prefill_assistant and bool(chat) and chat[-1]["role"] == "assistant"
+    prefilled = options.prefill_assistant and bool(chat) and messages[-1]["role"] == "assistant"
     if prefilled:
-        last = chat.pop()
-        if chat and chat[-1]["role"] == "assistant":
+        if len(messages) > 1 and messages[-2]["role"] == "assistant":
             raise ChatRequestError("Cannot have 2 or more assistant messages at the end of the list.")
         fmt = "none"
         if enable_thinking and template.supports_thinking:
             raise ChatRequestError("Assistant response prefill is incompatible with enable_thinking.")
         add_generation_prompt = True
         # Parts are concatenated as they are, not joined by newlines: the model continues this exact text.
-        original = messages[-1].get("content")
-        prefill = content_parts_text(original, "") if original is not None else last["content"]
+        prefill = content_parts_text(messages[-1].get("content"), "")
+        chat = template_messages(messages[:-1], caps=template.caps, map_developer_to_system=developer_is_system)
 
     context = {"enable_thinking": enable_thinking, **kwargs}
     prompt = template.render(chat, tools=tool_list, add_generation_prompt=add_generation_prompt, context=context,

@@ -88,3 +88,10 @@ def test_object_arguments_template_refuses_bad_json() -> None:
                 {"role": "user", "content": "next"}]
     with pytest.raises(ChatRequestError, match="Failed to parse tool call arguments"):
         apply_chat_template(load("qwen3.jinja"), messages)
+
+
+def test_prefill_with_a_merged_system_prompt() -> None:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "Sure"}]
+    assert apply_chat_template(load("gemma2.jinja"), messages).prompt == (
+        "<bos><start_of_turn>user\nBe brief.\nhi<end_of_turn>\n<start_of_turn>model\nSure")
