@@ -48,6 +48,7 @@ class Sources:
     presets: Presets | None = None
     models_dir: dict[str, str] = field(default_factory=dict)
     store_models: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # every file read, for reloading on change
     problems: list[ConfigProblem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -98,14 +99,16 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
                 data = _read_bytes(str(path), "config.ini", f"ini:{path}", problems)
                 if data is not None:
                     ini_files.append((str(path), data.decode("utf-8", errors="replace")))
+    files = [path for path, _ in ini_files] + ([config.value] if config is not None and config.value else [])
     sources = Sources(DefaultsSource(tbl).read(), ConfigIniSource(ini_files, tbl).read(), toml_layer, env_layer,
-                      cli, store_models=dict(store_models or {}), problems=problems)
+                      cli, store_models=dict(store_models or {}), files=files, problems=problems)
     base = merge(sources.base_layers() + [cli], tbl)
     preset = base["models-preset"]
     if preset.value:
         data = _read_bytes(preset.value, "models-preset", preset.source, problems)
         if data is not None:
             sources.presets = PresetsSource(data.decode("utf-8", errors="replace"), preset.value, tbl).read()
+            sources.files.append(preset.value)
     models_dir = base["models-dir"]
     if models_dir.value:
         sources.models_dir = _scan_models_dir(models_dir, problems, sources.warnings)

@@ -55,6 +55,12 @@ class ResolvedConfig:
         """Whether option ``name`` was set by some source rather than left at its default."""
         return self.provenance[name] != "default"
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every configuration file this was read from (config.ini files, the TOML file, the presets file): what a
+        reload on change watches."""
+        return tuple(self.sources.files) if self.sources is not None else ()
+
     def value(self, name: str) -> Any:
         """The value of option ``name`` (any canonical name)."""
         return getattr(self.config, table().get(name).field)

@@ -327,3 +327,10 @@ def test_tools_limit_cors_origins_unless_given(resolve_in):
     assert _opt(resolve_in(["--tools", "read_file"]), "cors-origins") == ("localhost", "derived:cli:--tools")
     given = resolve_in(["--tools", "read_file", "--cors-origins", "*"])
     assert _opt(given, "cors-origins") == ("*", "cli:--cors-origins")
+
+
+def test_files_read_are_listed_for_watching(resolve_in, tmp_path: Path):
+    toml = write(tmp_path / "a.toml", "c = 1\n")
+    ini = write(tmp_path / "p.ini", "[m]\nmodel = /m\n")
+    user = write(tmp_path / "xdg/llama.cpp/config.ini", "[*]\nport = 1\n")
+    assert resolve_in(["--config", toml, "--models-preset", ini]).files == (user, toml, ini)
