@@ -219,3 +219,32 @@ def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> Non
         assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
         assert slots[0]["params"]["n_predict"] == -1
         assert c.post("/completion", json={"prompt": "Once", "n_predict": 2}).status_code == 200
+
+
+def test_timings_per_token_and_verbose(client: httpx.Client) -> None:
+    body = {"prompt": "Once", "n_predict": 3, "stream": True, "timings_per_token": True}
+    partials = payloads(client.post("/completion", json=body).text)[:-1]
+    assert partials and all("timings" in p for p in partials)
+    plain = payloads(client.post("/completion", json={**body, "timings_per_token": False}).text)[:-1]
+    assert not any("timings" in p for p in plain)
+    verbose = client.post("/v1/completions", json={"prompt": "Once", "max_tokens": 2, "verbose": True}).json()
+    assert verbose["__verbose"]["tokens_predicted"] == 2
+
+
+def test_cache_prompt_reuses_the_prefix(client: httpx.Client) -> None:
+    body = {"prompt": "A long shared prefix for the cache test, once and again", "n_predict": 1, "temperature": 0}
+    client.post("/completion", json=body)
+    cached = client.post("/completion", json=body).json()
+    assert cached["timings"]["cache_n"] > 0
+    cold = client.post("/completion", json={**body, "cache_prompt": False}).json()
+    assert cold["timings"]["cache_n"] == 0
+
+
+def test_stop_strings_and_limits(client: httpx.Client) -> None:
+    free = client.post("/completion", json={"prompt": "Once", "n_predict": 12, "temperature": 0}).json()
+    word = free["content"][3:6]
+    stopped = client.post("/completion", json={"prompt": "Once", "n_predict": 12, "temperature": 0,
+                                               "stop": [word]}).json()
+    assert stopped["stop_type"] == "word" and stopped["stopping_word"] == word
+    assert stopped["content"] == free["content"][:free["content"].index(word)]
+    assert free["stop_type"] == "limit" and free["tokens_predicted"] == 12
