@@ -270,11 +270,11 @@ def load_chat_template(
     eos = eos_token if eos_token is not None else _token_text(config.get("eos_token"))
 
     if chat_template:
-        return ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template")
+        return _probed(ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template"))
     if chat_template_file:
         path = Path(chat_template_file)
         text = _read_text(path)
-        return ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}")
+        return _probed(ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}"))
 
     default: str | None = None
     tool_use: str | None = None
@@ -295,5 +295,11 @@ def load_chat_template(
     if not default:
         # As upstream: no default template means the tool_use one, or else chatml.
         default = tool_use or "chatml"
-    return ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin)
+    return _probed(ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin))
+
+
+def _probed(template: ChatTemplate) -> ChatTemplate:
+    # Probing renders the template a dozen times: do it while loading, not on the first request's event loop.
+    _ = template.caps, template.supports_thinking
+    return template
 
