@@ -44,19 +44,21 @@ class BlasReport:
     chosen: BlasChoice  # "platform": macOS (Accelerate) or CUDA, where the choice does not apply
     library: str | None
     reason: str
+    threads: int | None = None  # OpenBLAS threads when set by ``preload``; None leaves OpenBLAS's own choice
 
     def describe(self) -> str:
         """One line for the startup log and ``/props``."""
-        where = f" ({self.library})" if self.library else ""
+        where = f" ({self.library}" + (f", {self.threads} threads)" if self.threads else ")") if self.library else ""
         return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}"
 
 
 _report: BlasReport | None = None
 
 
-def preload(mode: BlasMode = "auto") -> BlasReport:
+def preload(mode: BlasMode = "auto", *, threads: int | None = None) -> BlasReport:
     """Load the system OpenBLAS ahead of mlx when ``mode`` allows it; call before anything imports mlx.
 
+    ``threads`` (``--threads``), when positive, sets OpenBLAS's thread count, which it reads once, at load.
     The first call decides for the whole process; later calls with the same mode return the same report.
     ``system`` raises :class:`EngineError` when no OpenBLAS is found or mlx was imported too early.
     """
@@ -69,12 +71,12 @@ def preload(mode: BlasMode = "auto") -> BlasReport:
                 f"cpu-blas {mode}: the BLAS was already chosen for this process ({_report.describe()})"
             )
         return _report
-    _report = _decide(mode)
+    _report = _decide(mode, threads if threads and threads > 0 else None)
     log.info("%s", _report.describe())
     return _report
 
 
-def _decide(mode: BlasMode) -> BlasReport:
+def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
     if sys.platform != "linux":
         return BlasReport(mode, "platform", None, f"{sys.platform} uses the platform's BLAS; nothing to load")
     if _has_cuda_backend():
@@ -93,13 +95,15 @@ def _decide(mode: BlasMode) -> BlasReport:
                 "cpu-blas system: no OpenBLAS library found (install libopenblas0-pthread or use --cpu-blas auto)"
             )
         return BlasReport(mode, "bundled", None, "no system OpenBLAS found")
+    if threads is not None:
+        os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
     try:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         if mode == "system":
             raise EngineError(f"cpu-blas system: cannot load {path}: {exc}") from exc
         return BlasReport(mode, "bundled", None, f"cannot load {path}: {exc}")
-    return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx")
+    return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx", threads)
 
 
 def find_openblas() -> str | None:

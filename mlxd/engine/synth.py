@@ -62,7 +62,7 @@ GENERATION_DEFAULTS = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
 _CONSTANT_FRACTION = 0.5  # channel 0's share of an embedding row's squared norm
 _LOGIT_STD = 8.0  # spread of text-token logits for a unit-RMS final hidden state
 _SUPPRESS = 64.0  # how far below zero, in units of _LOGIT_STD, an added token's logit sits
-_RESIDUAL_SCALE = 0.5  # each layer's output size relative to the embedding's
+_RESIDUAL_SCALE = 0.5  # a two-layer model's per-layer output size relative to the embedding's
 
 
 def _normal(key: mx.array, shape: tuple[int, ...], std: float) -> mx.array:
@@ -94,7 +94,10 @@ def make_weights(preset: Preset, seed: int) -> dict[str, mx.array]:
             std = fan_in**-0.5
             if name.endswith(("o_proj.weight", "down_proj.weight")):
                 # No layer writes channel 0, which keeps it constant through the residual stream.
-                w = _normal(key, shape, std * _RESIDUAL_SCALE)
+                # Deeper models write less per layer, so the current token keeps its say in the residual stream
+                # and greedy output does not settle on one token.
+                scale = _RESIDUAL_SCALE * (2 / p.num_hidden_layers) ** 0.5
+                w = _normal(key, shape, std * scale)
                 w = mx.concatenate([mx.zeros((1, fan_in)), w[1:]], axis=0)
             else:
                 w = _normal(key, shape, std)

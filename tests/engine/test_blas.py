@@ -94,6 +94,16 @@ def test_system_mode_refuses_once_mlx_is_imported() -> None:
     ]
 
 
+@pytest.mark.skipif(blas.find_openblas() is None, reason="no system OpenBLAS on this machine")
+def test_threads_reach_openblas() -> None:
+    code = "import os\nfrom mlxd.engine import blas\nr = blas.preload('system', threads=1)\n"
+    code += "print(r.threads, os.environ['OPENBLAS_NUM_THREADS'], r.describe().endswith('1 threads): ' + r.reason))"
+    result = _run(code)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["1", "1", "True"]
+
+
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(EngineError, match="unknown mode 'fast'"):
         blas.preload("fast")  # type: ignore[arg-type]

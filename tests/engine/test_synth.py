@@ -129,3 +129,31 @@ def test_greedy_matches_across_batch_sizes(tiny_model: LoadedModel) -> None:
 
     assert [list(ids) for ids in batched.token_ids] == solo
     assert all(len(ids) == 64 for ids in solo)
+
+
+def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import mlx.nn as nn
+    from mlx_lm import stream_generate
+    from mlx_lm.sample_utils import make_sampler
+
+    from mlxd.engine.loader import load_model
+
+    assert synth.main([str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
+    assert "preset tiny, 360,832 parameters" in capsys.readouterr().out
+    loaded = load_model(tmp_path / "q4")
+    tokens = [
+        r.token
+        for r in stream_generate(
+            loaded.model, loaded.tokenizer, "def main():", max_tokens=32, sampler=make_sampler(temp=0.0)
+        )
+    ]
+
+    assert loaded.config["quantization"]["bits"] == 4
+    assert isinstance(loaded.model.lm_head, nn.QuantizedLinear)
+    assert len(tokens) == 32 and max(tokens) < len(loaded.tokenizer) - len(synth_tokenizer.ADDED_TOKENS)
+
+
+def test_cli_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert synth.main([str(tmp_path / "x"), "--preset", "huge"]) == 2
+    assert "invalid choice: 'huge'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
