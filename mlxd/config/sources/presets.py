@@ -23,6 +23,8 @@ PRESET_ONLY: dict[str, tuple[type, Any]] = {
     "stop-timeout": (int, 10),
     "dedup-cache-models": (bool, False),
 }
+# Their pseudo-env spellings (rule 2.6), accepted as keys like any env name.
+PRESET_ONLY_ENV = {"__PRESET_" + key.upper().replace("-", "_"): key for key in PRESET_ONLY}
 
 
 @dataclass
@@ -68,10 +70,11 @@ class PresetsSource:
                 where = f"preset:[{section}]"
                 if entry.key == "version":
                     continue
-                if entry.key in PRESET_ONLY:
-                    kind, _ = PRESET_ONLY[entry.key]
+                preset_key = PRESET_ONLY_ENV.get(entry.key, entry.key)
+                if preset_key in PRESET_ONLY:
+                    kind, _ = PRESET_ONLY[preset_key]
                     try:
-                        extras[entry.key] = parse_bool_value(entry.value) if kind is bool else int(entry.value)
+                        extras[preset_key] = parse_bool_value(entry.value) if kind is bool else int(entry.value)
                     except (BadValue, ValueError):
                         out.problems.append(ConfigProblem(entry.key, f"{self.path}:{entry.line}",
                                                           f"expected {'a boolean' if kind is bool else 'an integer'}",
