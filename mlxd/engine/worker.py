@@ -12,20 +12,26 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Callable
 
 import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import context_shift
+from mlxd.engine import context_shift, slot_state
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
 from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.slots import Slot
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
 from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
 
 log = logging.getLogger("mlxd.engine.worker")
+
+RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or invalid slot save file"
 
 
 class ModelWorker:
@@ -57,6 +63,7 @@ class ModelWorker:
         )
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
+        self._actions: list[tuple[int, Callable[[Slot], int], Future[int]]] = []
         self._in_flight = 0  # submitted, terminal event not yet pushed
         self._next_task = 0
         self._accepting = False
@@ -130,6 +137,55 @@ class ModelWorker:
             out.append(entry)
         return out
 
+    # -- slot actions (POST /slots/N?action=...): run on the worker thread once the slot is idle ------------------
+    def erase_slot(self, id_slot: int) -> int:
+        """Forget a slot's resident tokens; returns how many there were."""
+
+        def erase(slot: Slot) -> int:
+            n = len(slot.resident.tokens) if slot.resident else 0
+            slot.resident = None
+            return n
+
+        return self._slot_action(id_slot, erase)
+
+    def save_slot(self, id_slot: int, path: Path) -> int:
+        """Write a slot's resident cache to ``path``; returns the number of tokens saved."""
+        return self._slot_action(id_slot, lambda slot: slot_state.save(slot.resident, Path(path)))
+
+    def restore_slot(self, id_slot: int, path: Path) -> int:
+        """Load a slot's resident cache from ``path``; returns the number of tokens restored."""
+
+        def restore(slot: Slot) -> int:
+            try:
+                slot.resident = slot_state.load(Path(path), make_prompt_cache(self.loaded.model))
+            except slot_state.SlotFileError as exc:
+                raise InvalidRequest(RESTORE_FAILED) from exc
+            return len(slot.resident.tokens) if slot.resident else 0
+
+        return self._slot_action(id_slot, restore)
+
+    def _slot_action(self, id_slot: int, action: Callable[[Slot], int]) -> int:
+        if not 0 <= id_slot < len(self.scheduler.slots):
+            raise InvalidRequest("Invalid slot ID")
+        done: Future[int] = Future()
+        with self._cv:
+            if not self._accepting:
+                raise Unavailable("the model is not accepting requests (it is stopping or not started)")
+            self._actions.append((id_slot, action, done))
+            self._cv.notify_all()
+        return done.result()
+
+    def _run_slot_actions(self) -> None:
+        with self._cv:
+            ready = [a for a in self._actions if not self.scheduler.slots.slots[a[0]].is_processing]
+            for a in ready:
+                self._actions.remove(a)
+        for id_slot, action, done in ready:
+            try:
+                done.set_result(action(self.scheduler.slots.slots[id_slot]))
+            except Exception as exc:
+                done.set_exception(exc)
+
     @property
     def n_in_flight(self) -> int:
         return self._in_flight
@@ -152,7 +208,7 @@ class ModelWorker:
         with mx.stream(stream):
             while True:
                 with self._cv:
-                    while not self._inbox and self.scheduler.idle and not self._stopping:
+                    while not self._inbox and not self._actions and self.scheduler.idle and not self._stopping:
                         self._cv.wait()
                     commands = list(self._inbox)
                     self._inbox.clear()
@@ -162,7 +218,13 @@ class ModelWorker:
                         self.scheduler.add(handle)
                     else:
                         self.scheduler.cancel(handle)
+                if self._actions:
+                    self._run_slot_actions()
                 if stopping:
+                    with self._cv:
+                        abandoned, self._actions = self._actions, []
+                    for _, _, done in abandoned:
+                        done.set_exception(Unavailable("the model was unloaded"))
                     self.scheduler.cancel_all("the model was unloaded before the request finished")
                     self.scheduler.close()
                     mx.synchronize(stream)

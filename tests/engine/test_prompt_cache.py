@@ -32,6 +32,9 @@ def test_cache_hit_equals_cold_run(tiny_model, make_worker) -> None:
     assert again.timings.cache_n == len(prompt) - 1 and again.timings.prompt_n == 1
     assert longer.timings.cache_n >= len(prompt)
     assert longer.timings.cache_n + longer.timings.prompt_n == len(extended)
+    for slot in worker.scheduler.slots.slots:  # what a slot keeps is exactly what its tokens say
+        if slot.resident is not None:
+            assert all(c.offset == len(slot.resident.tokens) for c in slot.resident.kv)
 
 
 def test_namespaces_and_per_request_opt_out(tiny_model, make_worker) -> None:

@@ -35,3 +35,26 @@ def test_a_pinned_busy_slot_makes_the_request_wait() -> None:
     reg.slots[1].seq = object()  # type: ignore[assignment]
     assert reg.choose([1, 2], "raw", id_slot=1) is None
     assert reg.choose([1, 2], "raw") is reg.slots[0]
+
+
+def test_slot_save_erase_restore_round_trip(tiny_model, make_worker, tmp_path) -> None:
+    import pytest
+
+    from mlxd.errors import InvalidRequest
+    from tests.engine.conftest import PROMPTS, final, greedy_request
+
+    worker = make_worker(parallel=1, cache_ram_mib=0)
+    prompt = list(tiny_model.tokenizer.encode(PROMPTS[0] * 4))
+    first = final(worker.submit(greedy_request(prompt, 8)))
+    n_cached = len(worker.scheduler.slots.slots[0].resident.tokens)
+    assert n_cached >= len(prompt) + 7  # the prompt and the tokens fed back (the last one too when pipelined)
+    assert worker.save_slot(0, tmp_path / "s.bin") == n_cached
+    assert worker.erase_slot(0) == n_cached and worker.erase_slot(0) == 0
+    assert worker.restore_slot(0, tmp_path / "s.bin") == n_cached
+    again = final(worker.submit(greedy_request(prompt, 8)))
+    assert again.timings.cache_n == len(prompt) - 1 and again.tokens == first.tokens
+    (tmp_path / "junk.bin").write_bytes(b"not a slot")
+    with pytest.raises(InvalidRequest, match="Unable to restore slot"):
+        worker.restore_slot(0, tmp_path / "junk.bin")
+    with pytest.raises(InvalidRequest, match="Invalid slot ID"):
+        worker.erase_slot(3)
