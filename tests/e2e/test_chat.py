@@ -174,3 +174,10 @@ def test_transcriptions_need_an_audio_model(client: httpx.Client, path: str) -> 
     response = client.post(path, files={"file": ("a.wav", b"RIFF0000WAVE", "audio/wav")}, data={"model": "m"})
     assert response.status_code == 501
     assert response.json()["error"]["message"].startswith("audio input is not supported")
+
+
+def test_reasoning_format_per_request(client: httpx.Client) -> None:
+    ok = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2, "reasoning_format": "none"})
+    assert ok.status_code == 200
+    bad = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2, "reasoning_format": "x"})
+    assert bad.status_code == 400 and bad.json()["error"]["message"] == "Unknown reasoning format: x"

@@ -32,6 +32,9 @@ def test_n_predict_aliases_and_conversions(body: dict, expected: int) -> None:
                                "but is string"),
     ({"response_fields": [1]}, "Field 'response_fields': [json.exception.type_error.302] type must be string, "
                                "but is number"),
+    ({"n_discard": -1}, "Field 'n_discard': Value must be between 0 <= value <= 2147483647, but got -1"),
+    ({"t_max_predict_ms": -2}, "Field 't_max_predict_ms': Value must be between -1 <= value <= 9223372036854775807, "
+                               "but got -2"),
     ({"sse_ping_interval": -5}, "Field 'sse_ping_interval': Value must be between -1 <= value <= 2147483647, "
                                 "but got -5"),
 ])
