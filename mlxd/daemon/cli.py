@@ -199,6 +199,12 @@ def run(argv: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug: one line for the user, the traceback only when asked for
+        if os.environ.get("MLXD_DEBUG") == "1":
+            raise
+        print(f"error: internal error: {type(exc).__name__}: {exc} (set MLXD_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def main() -> None:
