@@ -276,19 +276,25 @@ class _Done(Exception):
 
 
 def main(argv: list[str]) -> int:
-    """``mlxd dev synth-model OUT_DIR [--preset P] [--dtype D] [--quantize 4] [--seed N]``; returns the exit code."""
+    """``mlxd dev synth-model OUT_DIR [--preset P] [--dtype D] [--quantize 4] [--seed N]``; returns the exit code.
+
+    ``argv`` is what follows ``mlxd dev``.
+    """
     import sys
 
-    parser = _Parser(
-        prog="mlxd dev synth-model",
+    parser = _Parser(prog="mlxd dev", description="Developer tools.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    synth_model = commands.add_parser(
+        "synth-model",
+        help="write a synthetic checkpoint",
         description="Write a synthetic MLX checkpoint (random Qwen3 weights, a BPE tokenizer trained on the Python "
         "standard library, a Qwen3 chat template).",
     )
-    parser.add_argument("out_dir", metavar="OUT_DIR", type=Path)
-    parser.add_argument("--preset", choices=list(PRESETS), default="tiny")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument("--quantize", type=int, choices=[4, 8], default=None, help="quantize to this many bits")
-    parser.add_argument("--seed", type=int, default=0)
+    synth_model.add_argument("out_dir", metavar="OUT_DIR", type=Path)
+    synth_model.add_argument("--preset", choices=list(PRESETS), default="tiny")
+    synth_model.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    synth_model.add_argument("--quantize", type=int, choices=[4, 8], default=None, help="quantize to this many bits")
+    synth_model.add_argument("--seed", type=int, default=0)
     try:
         args = parser.parse_args(argv)
     except _Done:
@@ -302,7 +308,7 @@ def main(argv: list[str]) -> int:
     try:
         path = make_checkpoint(args.out_dir, args.preset, args.dtype, args.quantize, args.seed)
     except (OSError, ValueError, RuntimeError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"mlxd dev synth-model: error: {exc}", file=sys.stderr)
         return 1
     index = json.loads((path / "model.safetensors.index.json").read_text())["metadata"]
     print(

@@ -138,7 +138,7 @@ def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.Captur
 
     from mlxd.engine.loader import load_model
 
-    assert synth.main([str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
+    assert synth.main(["synth-model", str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
     assert "preset tiny, 360,832 parameters" in capsys.readouterr().out
     loaded = load_model(tmp_path / "q4")
     tokens = [
@@ -154,6 +154,6 @@ def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_cli_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert synth.main([str(tmp_path / "x"), "--preset", "huge"]) == 2
+    assert synth.main(["synth-model", str(tmp_path / "x"), "--preset", "huge"]) == 2
     assert "invalid choice: 'huge'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
