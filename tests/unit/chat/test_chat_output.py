@@ -15,6 +15,7 @@ from mlxd.engine.chat import (
     ChatTemplate,
     ReasoningFormat,
     ToolCall,
+    ToolCallFormat,
     apply_chat_template,
     parse_chat_output,
 )
@@ -74,7 +75,7 @@ def test_stream_for_a_forced_open_prompt() -> None:
 
 FRAGMENTS = st.sampled_from([
     "<think>", "</think>", "<thi", "</th", "<tool_call>", "</tool_call>", "<tool_",
-    '{"name": "f", "arguments": {"x": 1}}', "{bad", " ", "\n", "word", "<", "é",
+    '{"name": "f", "arguments": {"x": 1}}', '{"name": "g", "parameters": {}}', ";", "{bad", " ", "\n", "word", "<", "é",
 ])
 TEXTS = st.lists(FRAGMENTS, max_size=16).map("".join)
 FORMATS = st.sampled_from(["none", "deepseek", "deepseek-legacy", "auto"])
@@ -82,14 +83,14 @@ FORMATS = st.sampled_from(["none", "deepseek", "deepseek-legacy", "auto"])
 
 @settings(max_examples=400, derandomize=True, deadline=None)
 @given(text=TEXTS, points=st.lists(st.integers(0, 250), max_size=12), fmt=FORMATS, starts=st.booleans(),
-       tools=st.booleans())
+       tools=st.booleans(), calls=st.sampled_from(["hermes", "llama3"]))
 def test_any_split_streams_to_the_whole_parse(text: str, points: list[int], fmt: ReasoningFormat, starts: bool,
-                                              tools: bool) -> None:
+                                              tools: bool, calls: ToolCallFormat) -> None:
     expected = parse_chat_output(text, reasoning_format=fmt, starts_in_reasoning=starts, parse_tool_calls=tools,
-                                 id_factory=counter())
+                                 tool_call_format=calls, id_factory=counter())
     bounds = sorted({min(p, len(text)) for p in points}) + [len(text)]
     stream = ChatOutputStream(reasoning_format=fmt, starts_in_reasoning=starts, parse_tool_calls=tools,
-                              id_factory=counter())
+                              tool_call_format=calls, id_factory=counter())
     deltas: list[ChatDelta] = []
     for a, b in zip([0] + bounds, bounds):
         deltas += stream.feed(text[a:b])
