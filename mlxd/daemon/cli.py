@@ -133,10 +133,17 @@ def _compat_command(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     report = sub.add_parser("report", help="counts by state and kind")
     report.add_argument("--format", choices=("text", "json"), default="text")
+    flags = sub.add_parser("flags", help="every accepted command-line spelling with its option and state")
+    flags.add_argument("--format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
-    from mlxd.compat import report as compat_report
+    if args.command == "flags":
+        from mlxd.compat import surface
 
-    sys.stdout.write(compat_report.render(args.format))
+        sys.stdout.write(surface.render(args.format))
+    else:
+        from mlxd.compat import report as compat_report
+
+        sys.stdout.write(compat_report.render(args.format))
     return EXIT_OK
 
 
@@ -167,6 +174,7 @@ def _usage() -> str:
             "  mlxd config dump [--all] [--config FILE] [-- ARGS...]\n"
             "  mlxd config from-args -- ARGS...       a llama-server command line as TOML\n"
             "  mlxd compat report                     the b10621 compat manifest by state and kind\n"
+            "  mlxd compat flags                      every accepted spelling, its option and state\n"
             "  mlxd dev synth-model ...               make a synthetic checkpoint\n"
             "  mlxd admin ...                         talk to a running daemon's admin listener\n")
 

@@ -26,3 +26,15 @@ def test_report_text_lists_every_state() -> None:
                           capture_output=True, text=True, timeout=60, check=True)
     assert proc.stdout.startswith("options (b10621): 249 entries")
     assert all(state in proc.stdout for state in STATES)
+
+
+def test_flag_surface_lists_every_spelling_once() -> None:
+    proc = subprocess.run([str(Path(sys.executable).parent / "mlxd"), "compat", "flags", "--format", "json"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    rows = json.loads(proc.stdout)
+    b10621 = [r for r in rows if r["origin"] == "b10621"]
+    assert len(b10621) == len({r["spelling"] for r in b10621}) == 407
+    assert {r["state"] for r in rows if r["origin"] == "mlxd"} == {"mlxd"}
+    assert next(r for r in rows if r["spelling"] == "-nocb") == {
+        "spelling": "-nocb", "option": "cont-batching", "origin": "b10621", "kind": "bool_pair", "negative": True,
+        "env": ["LLAMA_ARG_CONT_BATCHING", "LLAMA_ARG_NO_CONT_BATCHING"], "state": "deferred"}
