@@ -10,7 +10,8 @@ from mlxd.errors import Unavailable
 
 def serving(request: Request) -> ServingState:
     """The ``ServingState`` the app was created with."""
-    return request.app.ctx.state
+    state: ServingState = request.app.ctx.state
+    return state
 
 
 def served_model(request: Request) -> ServedModel:

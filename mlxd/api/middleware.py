@@ -118,7 +118,6 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
     derived = _PerConfig()
     public = {prefix + path for path in PUBLIC_PATHS}
 
-    @app.on_request(priority=100)
     async def gate(request: Request) -> HTTPResponse | None:
         keys, cors = derived.get(state.config)
         if request.method == "OPTIONS":
@@ -130,7 +129,9 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
             return unauthorized()
         return None
 
-    @app.on_response(priority=100)
     async def allow_origin(request: Request, response: HTTPResponse) -> None:
         _, cors = derived.get(state.config)
         response.headers.setdefault("Access-Control-Allow-Origin", cors.allow_origin(request))
+
+    app.on_request(gate, priority=100)
+    app.on_response(allow_origin, priority=100)

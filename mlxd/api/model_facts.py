@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from mlxd.api.state import ServedModel, ServingState
 
@@ -42,7 +42,7 @@ def ftype(model: ServedModel) -> str:
         return f"Q{quant['bits']} (mlx, group size {quant.get('group_size', 64)})"
     from mlx.utils import tree_flatten  # imported here: the api only needs mlx for this one fact
 
-    params = tree_flatten(model.loaded.model.parameters())
+    params = cast(list[tuple[str, Any]], tree_flatten(model.loaded.model.parameters()))
     if not params:
         return "unknown"
     dtype = str(params[0][1].dtype).rsplit(".", 1)[-1]

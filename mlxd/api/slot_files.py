@@ -6,9 +6,11 @@ import os
 import tempfile
 import unicodedata
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from mlxd.errors import InvalidRequest
+
+T = TypeVar("T")
 
 _FORBIDDEN = set('/\\:*?"<>|')
 _MAX_BYTES = 255
@@ -37,7 +39,7 @@ def slot_file(directory: str | Path, filename: str) -> Path:
     return path
 
 
-def write_atomically(path: Path, write: Callable[[Path], object]) -> object:
+def write_atomically(path: Path, write: Callable[[Path], T]) -> T:
     """Run ``write(tmp)`` on a temporary file beside ``path``, then rename it over ``path`` in one step."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Callable
 
 from sanic import Blueprint, HTTPResponse, Request
 
@@ -56,26 +57,28 @@ async def post_slot(request: Request, id_slot: str) -> HTTPResponse:
     worker = model.worker
     if action not in ("save", "restore", "erase"):
         raise InvalidRequest("Invalid action")
+    hook: Callable[..., int] | None = getattr(worker, f"{action}_slot", None)
     started = time.perf_counter()
     if action == "erase":
-        if not hasattr(worker, "erase_slot"):
+        if hook is None:
             raise NotSupported(ACTIONS_UNAVAILABLE)
-        n = await asyncio.to_thread(worker.erase_slot, slot_id)
+        n = await asyncio.to_thread(hook, slot_id)
         return json_response(SlotErased(id_slot=slot_id, n_erased=int(n)).model_dump())
 
     filename = parse(SlotFileRequest, json_object(request)).filename
     path = slot_file(directory, filename)
-    if not hasattr(worker, f"{action}_slot"):
+    if hook is None:
         raise NotSupported(ACTIONS_UNAVAILABLE)
     if action == "save":
-        n = await asyncio.to_thread(write_atomically, path, lambda tmp: worker.save_slot(slot_id, tmp))
+        save = hook
+        n = await asyncio.to_thread(write_atomically, path, lambda tmp: save(slot_id, tmp))
         ms = (time.perf_counter() - started) * 1e3
         saved = SlotSaved(id_slot=slot_id, filename=filename, n_saved=int(n), n_written=path.stat().st_size,
                           timings=SaveTimings(save_ms=ms))
         return json_response(saved.model_dump())
     if not path.is_file():
         raise InvalidRequest(RESTORE_FAILED)
-    n = await asyncio.to_thread(worker.restore_slot, slot_id, path)
+    n = await asyncio.to_thread(hook, slot_id, path)
     ms = (time.perf_counter() - started) * 1e3
     restored = SlotRestored(id_slot=slot_id, filename=filename, n_restored=int(n), n_read=path.stat().st_size,
                             timings=RestoreTimings(restore_ms=ms))
