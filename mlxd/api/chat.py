@@ -150,6 +150,8 @@ def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     if logprobs is not None and not isinstance(logprobs, bool):
         raise InvalidRequest("Field 'logprobs': [json.exception.type_error.302] type must be boolean")
     if logprobs:
+        if fields.get("tools") and fields.get("stream") is True:
+            raise InvalidRequest("logprobs is not supported with tools + stream")
         if top is not None and (isinstance(top, bool) or not isinstance(top, int)):
             raise InvalidRequest("Field 'top_logprobs': [json.exception.type_error.302] type must be number")
         fields["n_probs"] = 20 if top is None else top

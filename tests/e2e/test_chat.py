@@ -64,6 +64,10 @@ def test_chat_with_tools_is_served(client: httpx.Client) -> None:
     assert response.status_code == 200, response.text
     message = response.json()["choices"][0]["message"]
     assert message["role"] == "assistant"
+    refused = client.post("/v1/chat/completions", json={"messages": HELLO, "tools": TOOLS, "max_tokens": 4,
+                                                        "stream": True, "logprobs": True})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["message"] == "logprobs is not supported with tools + stream"
 
 
 @pytest.mark.parametrize("part,message", [

@@ -248,3 +248,12 @@ def test_stop_strings_and_limits(client: httpx.Client) -> None:
     assert stopped["stop_type"] == "word" and stopped["stopping_word"] == word
     assert stopped["content"] == free["content"][:free["content"].index(word)]
     assert free["stop_type"] == "limit" and free["tokens_predicted"] == 12
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"echo": True}, "Only no echo is supported"), ({"best_of": 2}, "Unsupported param: best_of"),
+    ({"suffix": "x"}, "Unsupported param: suffix"),
+])
+def test_openai_completion_params_b10621_rejects(client: httpx.Client, body: dict, message: str) -> None:
+    response = client.post("/v1/completions", json={"prompt": "Once", "max_tokens": 2, **body})
+    assert response.status_code == 400 and response.json()["error"]["message"] == message

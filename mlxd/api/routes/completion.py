@@ -17,6 +17,7 @@ from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
 from mlxd.api.render.native import native_final, native_partial
 from mlxd.engine.types import FinalEvent
+from mlxd.errors import InvalidRequest
 
 bp = Blueprint("completion")
 
@@ -77,9 +78,19 @@ def _usage(jobs: list[gen.Job]) -> dict[str, Any]:
                      sum(f.timings.cache_n for f in finals))
 
 
+def refuse_oai_completion_params(body: dict[str, Any]) -> None:
+    """What b10621's OpenAI completion parser rejects, in its words (there a 500; bad input here is a 400)."""
+    if body.get("echo") is True:
+        raise InvalidRequest("Only no echo is supported")
+    for param in ("best_of", "suffix"):
+        if param in body:
+            raise InvalidRequest(f"Unsupported param: {param}")
+
+
 @bp.post("/v1/completions")
 async def completions_oai(request: Request):
     """OpenAI text completion, streamed (ending with ``[DONE]``) or whole."""
+    refuse_oai_completion_params(json_object(request))
     body, model, p = _prepare(request)
     state = serving(request)
     env = oai.Envelope(model.name, fingerprint(request))
