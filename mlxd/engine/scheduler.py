@@ -23,12 +23,14 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.constrain import apply_masks
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Resident, Slot, SlotRegistry
 from mlxd.engine.types import ErrorEvent
+from mlxd.errors import RequestError
 
 log = logging.getLogger("mlxd.engine.scheduler")
 
@@ -63,8 +65,10 @@ class Scheduler:
         n_ctx_slot: int,
         sampling: SamplerBackend,
         bos_id: int | None = None,
+        constraints: Any = None,
     ) -> None:
         self.model = model
+        self.constraints = constraints  # makes a request's constraint into a Matcher (see worker.Constraints)
         self.bos_id = bos_id
         self.decode = decode
         self.eos_ids = eos_ids
@@ -153,7 +157,10 @@ class Scheduler:
             self.settings.n_predict,
             self.settings.context_shift,
         )
-        seq.plain_greedy = self.sampling.is_greedy(seq.sampler)  # fixed for the request's lifetime
+        if req.constraint is not None and self.constraints is not None:
+            seq.matcher = self.constraints.matcher(req.constraint)
+        # Fixed for the request's lifetime; a constrained row needs its mask before every draw.
+        seq.plain_greedy = seq.matcher is None and self.sampling.is_greedy(seq.sampler)
         slot.seq, slot.t_last_used = seq, time.monotonic()
         seq.t_prompt_start = time.perf_counter()
         if not seq.prompt:  # upstream answers an empty prompt at once, with nothing generated
@@ -203,6 +210,8 @@ class Scheduler:
         if n > 1:
             self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
         logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
+        if seq.matcher is not None:
+            logits = apply_masks(logits, [seq.matcher])
         seq.n_past += n
         seq.n_prompt_processed += n
         self.prefilling.remove(slot)
@@ -252,8 +261,10 @@ class Scheduler:
                 seq.n_past += 1
             batch.tokens, batch.awaiting = following, [True] * len(batch)
         else:
-            samplers = [s.seq.sampler for s in batch.slots if s.seq is not None]
-            results = self.sampling.sample(logits, samplers)
+            seqs = [s.seq for s in batch.slots if s.seq is not None]
+            if any(q.matcher is not None for q in seqs):
+                logits = apply_masks(logits, [q.matcher for q in seqs])
+            results = self.sampling.sample(logits, [q.sampler for q in seqs])
             ids = [int(r.id) for r in results]
             for i, slot in enumerate(batch.slots):
                 assert slot.seq is not None
@@ -342,6 +353,8 @@ class Scheduler:
     def _fail_start(self, slot: Slot, handle: RequestHandle, exc: Exception) -> None:
         if isinstance(exc, BadInput):
             handle.push(ErrorEvent(str(exc), "invalid_request_error", 400))
+        elif isinstance(exc, RequestError):  # a constraint that does not compile, for one
+            handle.push(ErrorEvent(exc.message, exc.type, exc.status))
         else:
             log.exception("request start failed")
             handle.push(ErrorEvent(f"request failed: {exc}"))

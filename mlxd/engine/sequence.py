@@ -45,6 +45,8 @@ class Sequence:
         self.id_task = id_task
         self.sampler = sampler
         self.plain_greedy = False  # an argmax with nothing to edit or report: decoded ahead, pipelined
+        self.matcher: Any = None  # the constraint's engine.constrain.Matcher, when the request has one
+        self._grammar_done = False
         self.eos_ids = eos_ids
         self.n_ctx = n_ctx
         self.context_shift = context_shift
@@ -99,6 +101,8 @@ class Sequence:
         self.generated.append(token)
         if self.sampler is not None:
             self.sampler.accept(token)
+        if self.matcher is not None and self.matcher.consume(token):
+            self._grammar_done = True  # the grammar is complete: nothing more may follow
         is_eog = token in self.eos_ids and not self.request.ignore_eos
         piece = "" if is_eog else self._detok.add(token)
         out, word = self._stops.feed(piece)
@@ -131,7 +135,7 @@ class Sequence:
         # The token just accepted still has to be fed, and the slot needs room for it (unless it shifts).
         if self.has_next_token and not self.context_shift and self.n_past + 1 >= self.n_ctx:
             self.truncated, self.stop_type, self.has_next_token = True, "limit", False
-        if is_eog:
+        if is_eog or self._grammar_done:
             self.stop_type, self.has_next_token = "eos", False
 
     def _emit_token(self, token: int, text: str, sampled: Any) -> None:

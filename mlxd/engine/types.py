@@ -105,3 +105,6 @@ class GenerationRequest:
     lora: dict[int, float] | None = None
     # Free-form, shown on /slots (e.g. the request's sampling params as llama-server renders them).
     display_params: dict = field(default_factory=dict)
+    # Constrained decoding: an ``engine.constrain.ConstraintSpec``, or one already compiled with the worker's
+    # ``constraint_compiler`` (a ``CompiledConstraint``); None for free generation.
+    constraint: object | None = None

@@ -49,6 +49,7 @@ class ModelWorker:
         self.n_ctx_slot = settings.n_ctx_slot(int(loaded.n_ctx_train))
         eos = set(int(t) for t in loaded.eos_token_ids)
         vocab_size = int(loaded.vocab_size)
+        self.constraints = Constraints(loaded.tokenizer, vocab_size, sorted(eos))
         if sampling is None:
             sampling = ChainSampling(TokenizerVocab(loaded.tokenizer, vocab_size, sorted(eos)), self.n_ctx_slot)
         self.scheduler = Scheduler(
@@ -60,6 +61,7 @@ class ModelWorker:
             self.n_ctx_slot,
             sampling,
             getattr(loaded.tokenizer, "bos_token_id", None),
+            self.constraints,
         )
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
@@ -234,6 +236,35 @@ class ModelWorker:
                 except Exception:  # a bug in the loop itself: fail what runs, keep serving
                     log.exception("scheduler step failed")
                     self.scheduler.cancel_all("internal error in the model worker")
+
+
+class Constraints:
+    """Constrained decoding for one model: llguidance's tokenizer and compiler, built on first use."""
+
+    def __init__(self, tokenizer: Any, n_vocab: int, eos_ids: list[int]) -> None:
+        self._source, self._n_vocab, self._eos = tokenizer, n_vocab, eos_ids
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._compiler: Any = None
+
+    @property
+    def compiler(self) -> Any:
+        """The model's ``ConstraintCompiler`` (the api may compile ahead of ``submit`` with it)."""
+        from mlxd.engine.constrain import ConstraintCompiler, build_tokenizer
+
+        with self._lock:
+            if self._compiler is None:
+                self._tokenizer = build_tokenizer(self._source, n_vocab=self._n_vocab, eos_token_ids=self._eos)
+                self._compiler = ConstraintCompiler(self._tokenizer)
+            return self._compiler
+
+    def matcher(self, constraint: Any) -> Any:
+        """A fresh Matcher for a ConstraintSpec or CompiledConstraint (ConstraintError when it cannot compile)."""
+        from mlxd.engine.constrain import CompiledConstraint, Matcher
+
+        compiler = self.compiler
+        compiled = constraint if isinstance(constraint, CompiledConstraint) else compiler.compile(constraint)
+        return Matcher(compiled, compiler.tokenizer)
 
 
 def _wait_os_thread_exit(thread: threading.Thread, timeout: float = 2.0) -> None:
