@@ -7,6 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
+from mlxd import __version__
 from mlxd.api import generation as gen
 from mlxd.api import sse
 from mlxd.api.body import json_object
@@ -23,8 +24,9 @@ bp = Blueprint("completion")
 
 
 def fingerprint(request: Request) -> str:
+    """``system_fingerprint``: b10621 puts its build there (``b10621-c1d0e7a0``); mlxd puts its own version."""
     info = serving(request).build_info
-    return str(info.get("fingerprint") or info.get("version") or "mlxd")
+    return str(info.get("fingerprint") or f"mlxd-{__version__}")
 
 
 def _native_final(job: gen.Job, p: gen.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
