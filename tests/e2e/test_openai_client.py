@@ -77,3 +77,15 @@ def test_responses_api(client: openai.OpenAI) -> None:
     assert out.status == "completed" and out.usage is not None and out.usage.output_tokens == 5
     events = list(client.responses.create(model="tiny", input="hello", max_output_tokens=5, stream=True))
     assert events[0].type == "response.created" and events[-1].type == "response.completed"
+
+
+def test_against_the_daemon_process(server: Any) -> None:
+    """The same client against a real ``mlxd-server`` process with its default options."""
+    daemon = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    whole = daemon.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                           seed=2, temperature=0.5)
+    streamed = list(daemon.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                                   max_tokens=4, seed=2, temperature=0.5, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == whole.choices[0].message.content
+    text = daemon.completions.create(model="tiny", prompt="Once", max_tokens=3)
+    assert text.usage is not None and text.usage.completion_tokens == 3
