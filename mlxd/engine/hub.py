@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from mlxd.errors import EngineError
@@ -32,7 +33,7 @@ ALLOW_PATTERNS = [
 _TRUE_WORDS = {"1", "true", "yes", "on"}
 
 
-def env_offline(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
+def env_offline(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``HF_HUB_OFFLINE`` forbids downloads."""
     env = os.environ if environ is None else environ
     return env.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE_WORDS

@@ -15,6 +15,7 @@ PROMPTS = [
     "The quick brown fox",
     "import os\nimport sys\n\n",
     "Hello, how are you today?",
+    "<|im_start|>user\nWrite a haiku.<|im_end|>\n<|im_start|>assistant\n",
 ]
 STEPS = 200
 
