@@ -1,5 +1,6 @@
-"""The b10621 compat manifest: one JSON file per kind (``manifest-options.json``, later ``manifest-routes.json``
-and ``manifest-native_fields.json``), each a list of entries with upstream facts, a state and the pinning test.
+"""The b10621 compat manifest: one JSON file per kind, each a list of entries with a state, the divergence and the
+pinning test: ``manifest-options.json`` (written by :mod:`mlxd.compat.seed`), ``routes_state.json`` and
+``native_fields_state.json`` (kept by the HTTP surface).
 
 The loader and the validator are generic over kinds; what a kind's entries must cover is checked by its tests.
 """
@@ -7,6 +8,7 @@ The loader and the validator are generic over kinds; what a kind's entries must 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -39,8 +41,35 @@ class Manifest:
         return {e.id: e for e in self.entries}
 
 
+def _options_entries(doc: dict[str, Any]) -> list[Entry]:
+    return [Entry(**e) for e in doc["entries"]]
+
+
+def _route_entries(doc: dict[str, Any]) -> list[Entry]:
+    out = []
+    for group in ("routes", "conditional_routes"):
+        for e in doc.get(group, []):
+            upstream = {k: e[k] for k in ("method", "path", "mode") if k in e} | {"kind": group}
+            out.append(Entry(id=f"{e['method']} {e['path']}", state=e["state"], upstream=upstream,
+                             divergence=e.get("divergence") or "", test=e.get("test") or ""))
+    return out
+
+
+def _field_entries(doc: dict[str, Any]) -> list[Entry]:
+    return [Entry(id=e["name"], state=e["state"], upstream={"aliases": e.get("aliases", []), "kind": e.get("kind")},
+                  divergence=e.get("divergence") or "", test=e.get("test") or "") for e in doc["entries"]]
+
+
+# kind -> (file under the package, how its entries read)
+_FILES: dict[str, tuple[str, Callable[[dict[str, Any]], list[Entry]]]] = {
+    "options": ("manifest-options.json", _options_entries),
+    "routes": ("routes_state.json", _route_entries),
+    "native_fields": ("native_fields_state.json", _field_entries),
+}
+
+
 def _file(kind: str) -> str:
-    return f"{TAG}/manifest-{kind}.json"
+    return f"{TAG}/{_FILES[kind][0]}"
 
 
 def available_kinds() -> list[str]:
@@ -52,12 +81,12 @@ def available_kinds() -> list[str]:
 def load(kind: str) -> Manifest:
     """The packaged manifest of ``kind``."""
     text = resources.files("mlxd.compat").joinpath(_file(kind)).read_text(encoding="utf-8")
-    return from_json(json.loads(text))
+    return Manifest(kind=kind, tag=TAG, entries=tuple(_FILES[kind][1](json.loads(text))))
 
 
 def from_json(doc: dict[str, Any]) -> Manifest:
-    entries = tuple(Entry(**e) for e in doc["entries"])
-    return Manifest(kind=doc["kind"], tag=doc["tag"], entries=entries)
+    """An options-format manifest document."""
+    return Manifest(kind=doc["kind"], tag=doc["tag"], entries=tuple(_options_entries(doc)))
 
 
 def to_json(manifest: Manifest) -> str:

@@ -2,7 +2,8 @@
 
 A new b10621 option gets an entry whose state follows the table (refused or inert-only options are
 ``not_applicable``; everything else is ``deferred``). An existing entry keeps its state, divergence and test, so
-promotions made by hand (``deferred`` -> ``supported``) survive; only its upstream facts are refreshed.
+promotions made by hand (``deferred`` -> ``supported``) survive, unless the table now refuses the option or stopped
+refusing it; the upstream facts are always refreshed.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ def build() -> Manifest:
         spec = tbl.get(name)
         state, divergence = classify(spec)
         test = PINS[state]
-        if name in old:
-            prev = old[name]
+        prev = old.get(name)
+        # A recorded entry survives unless the table now says otherwise about refusing (not_applicable).
+        if prev is not None and (prev.state == "not_applicable") == (state == "not_applicable"):
             state, divergence, test = prev.state, prev.divergence, prev.test
         entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test))
     return Manifest(kind="options", tag=TAG, entries=tuple(entries))

@@ -158,21 +158,21 @@ embd-normalize          int    2           >=-1
 host                    str    127.0.0.1   restart
 port                    int    8080        0..65535 restart
 reuse-port              bool   false       restart
-path                    str    ""          restart
+path                    str    ""          restart refuse why=webui
 cors-origins            str    *
 cors-methods            str    "GET, POST, DELETE, OPTIONS"
 cors-headers            str    *
 cors-credentials        bool   true
 api-prefix              str    ""          restart
-webui-config            str?   ~
-webui-config-file       str?   ~
-webui-mcp-proxy         bool   false
+webui-config            str?   ~           refuse why=webui
+webui-config-file       str?   ~           refuse why=webui
+webui-mcp-proxy         bool   false       refuse why=webui
 tools                   str?   ~
 tools-runtime           str?   ~
 mcp-servers-config      str?   ~
 mcp-servers-json        str?   ~
 agent                   bool   false
-webui                   bool   true        restart
+webui                   bool   false       restart refuse why=webui
 embeddings              bool   false
 reranking               bool   false
 api-key                 list   []          split acc secret
@@ -332,6 +332,7 @@ REASONS: dict[str, tuple[str, str]] = {
     "rope": ("--rope-scale N means --rope-freq-scale 1/N, and the two values given disagree",
              "give only one of them"),
     "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
+    "webui": ("mlxd serves no web UI and no static files", "use the HTTP API; serve a UI with a separate web server"),
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.

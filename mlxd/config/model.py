@@ -160,7 +160,7 @@ class Config(BaseModel):
     mcp_servers_config: str | None = None
     mcp_servers_json: str | None = None
     agent: bool = False
-    webui: bool = True
+    webui: bool = False
     embeddings: bool = False
     reranking: bool = False
     api_key: list[str] = Field(default_factory=lambda: [])

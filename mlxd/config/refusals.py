@@ -62,14 +62,14 @@ def _is_refused(spec: OptionSpec, value: Any) -> bool:
         return True
     if spec.check:
         return RULES[spec.check](spec, value)
-    if value == spec.default:
-        return False
-    if spec.treatment == "refuse":
-        return True
-    if spec.inert_values is not None:
+    if spec.inert_values is not None:  # the inert set, not the default, decides (--ui asks for what mlxd lacks)
         items = value if isinstance(value, list) else [value]
-        return any(str(item) not in spec.inert_values for item in items)
-    return False
+        return any(_word(item) not in spec.inert_values for item in items)
+    return spec.treatment == "refuse" and value != spec.default
+
+
+def _word(item: Any) -> str:
+    return ("true" if item else "false") if isinstance(item, bool) else str(item)
 
 
 def refusals(settings: Mapping[str, Setting], table: OptionTable) -> list[ConfigProblem]:

@@ -101,9 +101,10 @@ def test_not_applicable_options_are_refused_or_inert(spec: OptionSpec) -> None:
     """A non-default value is refused with the option's diagnostic, unless every value is inert."""
     spelling = spec.long[-1] if spec.long else spec.spellings[-1]
     argv = [spelling] + (other_text(spec) if spec.takes_value else [])
-    if spec.kind is Kind.BOOL_PAIR and spec.default:
-        argv = [spec.negatives[-1]]
-        spelling = argv[0]
+    if spec.kind is Kind.BOOL_PAIR:  # the spelling that sets the value outside the inert set, or not the default
+        refused_value = spec.inert_values != ("true",) if spec.inert_values else not spec.default
+        spelling = spec.long[-1] if refused_value else spec.negatives[-1]
+        argv = [spelling]
     outcome = _outcome(argv, {}, spec, f"cli:{spelling}")
     if spec.treatment == "inert" and spec.inert_values is None:
         assert outcome == "acts"

@@ -8,13 +8,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from mlxd.compat.manifest import STATES, load
+from mlxd.compat.manifest import STATES, available_kinds, load
 
 
 def test_report_counts_every_option_once() -> None:
     proc = subprocess.run([str(Path(sys.executable).parent / "mlxd"), "compat", "report", "--format", "json"],
                           capture_output=True, text=True, timeout=60, check=True)
-    data = json.loads(proc.stdout)["options"]
+    everything = json.loads(proc.stdout)
+    assert set(everything) == set(available_kinds())
+    data = everything["options"]
     assert sum(data["all"].values()) == 249
     assert data["all"] == {s: Counter(e.state for e in load("options").entries).get(s, 0) for s in STATES}
     kinds = {g: c for g, c in data.items() if g.startswith("kind: ")}
