@@ -292,7 +292,8 @@ MLXD_HELP = {
     "admin-listen": "address of the admin listener, HOST:PORT or a unix socket path (default: no admin listener)",
     "admin-token-file": "file holding the bearer token the admin listener requires",
     "watch-config": "reload when the TOML file or the presets file changes",
-    "model-store-root": "directory of MLX checkpoints offered as models in router mode (default: the hub cache)",
+    "model-store-root": "Hugging Face cache directory that --hf-repo downloads go to and router mode lists "
+                        "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight generations",
 }
