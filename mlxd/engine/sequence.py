@@ -110,14 +110,19 @@ class Sequence:
             self.stop_type, self.stopping_word, self.has_next_token = "word", word, False
         if "\n" in piece:
             self.has_new_line = True
-        cut = self._indent.check(self.text + out + self._stops.held, piece)
-        if cut is not None:
-            out = (self.text + out)[len(self.text) : max(cut, len(self.text))]
+        cut = full = None
+        if self.request.n_indent > 0:
+            full = self.text + out + self._stops.held
+            cut = self._indent.check(full, piece)
+        if cut is not None:  # as upstream, the final text loses the line even where it was already streamed
             self.stop_type, self.has_next_token = "limit", False
         self._check_limits(is_eog)
-        if not self.has_next_token and word is None and cut is None:
-            out += self._stops.flush()  # held text that never became a stop string
-        self.text += out
+        if cut is not None and full is not None:
+            out, self.text = full[len(self.text) : cut], full[:cut]
+        else:
+            if not self.has_next_token and word is None:
+                out += self._stops.flush()  # held text that never became a stop string
+            self.text += out
         self._emit_token(token, out, sampled)
         return self.has_next_token
 

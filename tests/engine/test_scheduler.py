@@ -123,3 +123,19 @@ def test_t_max_predict_ms_stops_at_a_new_line(tiny_model, make_worker) -> None:
         pytest.fail("no prompt makes the tiny model write a new line")
     done = final(worker.submit(greedy_request(tokens, 60, t_max_predict_ms=1)))
     assert done.stop_type == "limit" and len(done.tokens) == first_nl + 1
+
+
+def test_n_indent_cuts_a_line_indented_too_little(tiny_model, make_worker) -> None:
+    worker = make_worker(parallel=1)
+    for text in PROMPTS:
+        tokens = list(tiny_model.tokenizer.encode(text))
+        free = final(worker.submit(greedy_request(tokens, 60))).text
+        nl = free.find("\n")
+        rest = free[nl + 1 :] if nl >= 0 else ""
+        indent = len(rest) - len(rest.lstrip(" \t"))
+        if nl >= 0 and indent < 4 and indent < len(rest):  # a next line that starts too far left
+            break
+    else:
+        pytest.fail("no prompt makes the tiny model write a second line")
+    done = final(worker.submit(greedy_request(tokens, 60, n_indent=4)))
+    assert done.stop_type == "limit" and done.text == free[: nl + 1 + indent]
