@@ -1,0 +1,2 @@
+"""Configuration sources: each reads one explicit snapshot (argv, env, file bytes) into a Layer of settings with
+provenance."""
