@@ -26,6 +26,7 @@ class RequestHandle:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._armed = False  # the async reader is about to sleep and needs a wake-up
         self._done = False  # the reader has seen the terminal event
         self.cancelled = False
 
@@ -34,8 +35,10 @@ class RequestHandle:
         """Deliver one event (called on the worker thread)."""
         self._events.put(event)
         with self._lock:
-            loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
+            # Wake the reader only when it sleeps: a reader that is behind drains the queue without a wake-up.
+            loop, wake, armed = self._loop, self._wake, self._armed
+            self._armed = False
+        if armed and loop is not None and wake is not None:
             try:
                 loop.call_soon_threadsafe(wake.set)
             except RuntimeError:  # the reader's loop is gone; nobody is listening any more
@@ -68,7 +71,9 @@ class RequestHandle:
                 event = self._events.get_nowait()
             except queue.Empty:
                 wake.clear()
-                # An event may have arrived between the miss and the clear; look once more before sleeping.
+                with self._lock:
+                    self._armed = True
+                # An event may have arrived between the miss and the arming; look once more before sleeping.
                 try:
                     event = self._events.get_nowait()
                 except queue.Empty:

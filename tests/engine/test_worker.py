@@ -143,6 +143,15 @@ def test_async_iteration_from_an_event_loop(tiny_model, make_worker) -> None:
     assert isinstance(events[-1], FinalEvent) and events[-1].tokens == expected
     assert len(events) == 11
 
+    async def read_many() -> list[list[Any]]:
+        async def one(n: int) -> list[Any]:
+            return [event async for event in worker.submit(greedy_request(tokens, n))]
+
+        return await asyncio.gather(*(one(40 + i) for i in range(6)))
+
+    for i, got in enumerate(asyncio.run(read_many())):  # no wake-up is lost between the threads
+        assert len(got) == 41 + i and isinstance(got[-1], FinalEvent)
+
 
 def test_pinned_slot_and_invalid_slot(tiny_model, make_worker) -> None:
     worker = make_worker(parallel=2)
