@@ -167,21 +167,30 @@ class Scheduler:
             seq.prompt_done()
             self._release(slot, None)
             return
-        kv, n = self._reuse(slot, req) if self.settings.cache_prompt and req.cache_prompt else (None, 0)
+        if self.settings.cache_prompt and req.cache_prompt:
+            kv, n = self._reuse(slot, req)
+        else:
+            kv, n = None, 0
+            self._vacate(slot)
         slot.kv = kv if kv is not None else make_prompt_cache(self.model)
         seq.n_past = seq.n_cache = n
         self.prefilling.append(slot)
 
     def _reuse(self, slot: Slot, req: Any) -> tuple[list[Any] | None, int]:
         """The longest cached prefix: the slot's own tokens, or any entry of the host prompt cache."""
+        if not self.prompt_cache.enabled:
+            res, slot.resident = slot.resident, None
+            if res is not None and res.namespace == req.cache_namespace:
+                return adopt(res.tokens, res.kv, req.prompt_tokens)
+            return None, 0
+        self._vacate(slot)
+        return self.prompt_cache.fetch(req.cache_namespace, req.prompt_tokens)
+
+    def _vacate(self, slot: Slot) -> None:
+        """As upstream, a slot's tokens move to the host prompt cache when the slot takes another request."""
         res, slot.resident = slot.resident, None
-        if self.prompt_cache.enabled:
-            if res is not None:  # as upstream, a slot's tokens move to the host cache when the slot is reused
-                self.prompt_cache.insert(res.namespace, res.tokens, res.kv)
-            return self.prompt_cache.fetch(req.cache_namespace, req.prompt_tokens)
-        if res is not None and res.namespace == req.cache_namespace:
-            return adopt(res.tokens, res.kv, req.prompt_tokens)
-        return None, 0
+        if res is not None and self.prompt_cache.enabled:
+            self.prompt_cache.insert(res.namespace, res.tokens, res.kv)
 
     # -- prompt processing ---------------------------------------------------------------------------------
     def _prefill(self, budget: int) -> None:
