@@ -51,3 +51,40 @@ def test_api_key_from_the_environment(start_server: Start) -> None:
         assert client.get("/health").status_code == 200
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer env-key"}).status_code == 200
+
+
+def _wait_healthy(client: httpx.Client, path: str = "/health") -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if client.get(path).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not become healthy")
+
+
+def test_unix_socket_host(start_server: Start, tmp_path: Path) -> None:
+    sock = tmp_path / "mlxd.sock"
+    running = start_server("--host", str(sock), wait_ready=False)
+    assert "unix" in running.base_url
+    transport = httpx.HTTPTransport(uds=str(sock))
+    with httpx.Client(transport=transport, base_url="http://mlxd", timeout=30) as client:
+        _wait_healthy(client)
+        assert client.post("/tokenize", json={"content": "over a socket"}).json()["tokens"]
+
+
+def test_tls_with_key_and_certificate(start_server: Start, tmp_path: Path) -> None:
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    running = start_server("--ssl-key-file", str(key), "--ssl-cert-file", str(cert), wait_ready=False)
+    assert running.base_url.startswith("https://")
+    with httpx.Client(base_url=running.base_url, verify=ssl.create_default_context(cafile=str(cert)), timeout=30) as client:
+        _wait_healthy(client)
+        assert client.get("/v1/models").json()["object"] == "list"
