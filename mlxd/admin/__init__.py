@@ -1,1 +1,9 @@
-"""The admin listener's routes and the `mlxd admin` client."""
+"""The admin listener's routes and the `mlxd admin` client.
+
+Public surface for the daemon: :func:`admin_endpoint` (where to listen, which token) and :func:`create_admin_app`.
+"""
+
+from mlxd.admin.app import create_admin_app
+from mlxd.admin.listener import AdminEndpoint, admin_endpoint
+
+__all__ = ["AdminEndpoint", "admin_endpoint", "create_admin_app"]

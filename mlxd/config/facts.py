@@ -289,7 +289,8 @@ shutdown-timeout  value float  30.0       0..86400
 # One-line help for mlxd's own options (b10621's come from its help text).
 MLXD_HELP = {
     "config": "TOML configuration file (keys are option names; [models.NAME] tables are per-model overlays)",
-    "admin-listen": "address of the admin listener, HOST:PORT or a unix socket path (default: no admin listener)",
+    "admin-listen": "admin listener: unix:PATH, HOST:PORT (needs --admin-token-file) or off (default: unix socket "
+                    "$XDG_RUNTIME_DIR/mlxd/admin.sock, /run/mlxd/admin.sock for root, else /tmp/mlxd-$UID/admin.sock)",
     "admin-token-file": "file holding the bearer token the admin listener requires",
     "watch-config": "reload when the TOML file or the presets file changes",
     "model-store-root": "Hugging Face cache directory that --hf-repo downloads go to and router mode lists "

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from mlxd.config import ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, resolve
+from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, resolve
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging
 from mlxd.daemon.notify import Notifier
@@ -82,6 +82,8 @@ class Controller:
         self.generation = 0
         self.last_error: LastError | None = None
         self.events = EventBus()
+        # name -> (state, error) of models other than the one in service: loading, draining, unloaded, failed.
+        self.model_states: dict[str, tuple[str, str | None]] = {}
         self.lock = asyncio.Lock()
         self.started_at = time.time()
 
@@ -116,7 +118,8 @@ class Controller:
     async def patch(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
                     if_match: str | None = None) -> ChangeResult:
         """Lay ``{option: value}`` over the running configuration as runtime overrides (source ``admin``)."""
-        overrides = {**self.overrides, **values}
+        # UNSET drops an override, so it is not kept in the admin layer.
+        overrides = {k: v for k, v in {**self.overrides, **values}.items() if v is not UNSET}
         base = self.resolved
         return await self.change(lambda: apply_overrides(base, values), trigger=trigger, dry_run=dry_run,
                                  if_match=if_match, new_overrides=overrides)
@@ -151,6 +154,7 @@ class Controller:
             if plan.empty:
                 if new_overrides is not None:
                     self.overrides = new_overrides
+                    self.resolved = desired  # same values and hash; the provenance may have moved
                 log.info("%s: no change (generation %d)", trigger, self.generation)
                 return ChangeResult(False, self.generation, self.resolved.config_hash, (), restart)
             log.info("%s: applying %s", trigger, ", ".join(plan.changed) or "model changes")
@@ -173,6 +177,11 @@ class Controller:
             log.info("%s: committed generation %d (config %s)", trigger, self.generation, desired.config_hash[:12])
             return ChangeResult(True, self.generation, desired.config_hash, plan.changed, restart)
 
+    def model_state(self, name: str, state: str, error: str | None = None) -> None:
+        """Record a model's state (loading, loaded, draining, unloaded, failed) and publish it as an event."""
+        self.model_states[name] = (state, error)
+        self.events.publish("model", name=name, state=state, **({"error": error} if error else {}))
+
     def _refuse(self, trigger: str, message: str, dry_run: bool) -> ChangeResult:
         if not dry_run:
             self.last_error = LastError(trigger, message)
@@ -187,7 +196,19 @@ class Controller:
         current = self.serving.model
         replacement: "ServedModel | None" = current
         if changed & MODEL_OPTIONS or (current is None and not desired.is_router):
-            replacement = await asyncio.to_thread(self.load_model, desired)
+            label = _label(desired)
+            if label:
+                self.model_state(label, "loading")
+            try:
+                replacement = await asyncio.to_thread(self.load_model, desired)
+            except MlxdError as exc:
+                if label:
+                    self.model_state(label, "failed", str(exc))
+                raise
+            if replacement is not None:
+                self.model_states.pop(replacement.name, None)
+                self.model_states.pop(label or replacement.name, None)
+                self.events.publish("model", name=replacement.name, state="loaded")
         elif current is not None and changed:
             replacement = await asyncio.to_thread(_refresh, current, desired, bool(changed & TEMPLATE_OPTIONS))
         if changed & LOG_OPTIONS:
@@ -209,11 +230,23 @@ class Controller:
     async def _retire(self, old: "ServedModel", desired: ResolvedConfig) -> None:
         """Let the replaced model finish its in-flight generations, then free it."""
         timeout = float(desired.config.shutdown_timeout)
-        self.events.publish("model", name=old.name, state="draining")
+        self.model_state(old.name, "draining")
         log.info("model %s draining (%d in flight)", old.name, old.worker.n_in_flight)
         await asyncio.to_thread(old.worker.stop, timeout)
-        self.events.publish("model", name=old.name, state="unloaded")
+        served = self.serving.model
+        if served is not None and served.name == old.name:
+            self.model_states.pop(old.name, None)  # the same name is served again by the new worker
+            self.events.publish("model", name=old.name, state="unloaded")
+        else:
+            self.model_state(old.name, "unloaded")
         log.info("model %s unloaded", old.name)
+
+
+def _label(resolved: ResolvedConfig) -> str | None:
+    """The name a configuration's model will be served under (first alias, else -m, else --hf-repo)."""
+    cfg = resolved.config
+    aliases = list(cfg.alias or [])
+    return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
 
 
 def _refresh(current: "ServedModel", desired: ResolvedConfig, template_changed: bool) -> "ServedModel":

@@ -28,15 +28,22 @@ class Listener:
 
 
 def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode: int | None = None) -> Listener:
-    """Bind HOST:PORT (port 0 picks a free one), or a Unix socket when HOST ends in ``.sock`` (llama-server's rule)."""
+    """Bind HOST:PORT (port 0 picks a free one), or a Unix socket when HOST ends in ``.sock`` (llama-server's rule)
+    or starts with ``unix:``; ``mode`` is the socket file's permission bits, set from its creation on."""
     scheme = "https" if tls else "http"
     try:
-        if host.endswith(".sock"):
+        if host.endswith(".sock") or host.startswith("unix:"):
             path = host[len("unix:"):] if host.startswith("unix:") else host
             if os.path.exists(path):
                 os.unlink(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(path)
+            # The umask makes the file private from the moment it exists, not only after the chmod.
+            old_umask = os.umask(0o777 & ~mode) if mode is not None else None
+            try:
+                sock.bind(path)
+            finally:
+                if old_umask is not None:
+                    os.umask(old_umask)
             if mode is not None:
                 os.chmod(path, mode)
             sock.listen(1024)

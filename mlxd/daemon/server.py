@@ -79,6 +79,8 @@ class Daemon:
         self.serving: "ServingState | None" = None
         self.controller: "Controller | None" = None
         self._listener: Listener | None = None
+        self._admin_listener: Listener | None = None
+        self._admin_server: Any = None
 
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
@@ -98,6 +100,9 @@ class Daemon:
             loop.create_task(self._forward(shutdown_trigger))
         self._install_signals(loop)
         cfg = self.resolved.config
+        from mlxd.admin import admin_endpoint
+
+        admin = admin_endpoint(cfg, self.env)  # refuses a TCP address without a token before anything is bound
 
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
         self._listener = bind(cfg.host, cfg.port, tls=tls is not None)
@@ -113,6 +118,8 @@ class Daemon:
         await server.start_serving()
         await server.after_start()
         log.info("listening on %s", self._listener.url)
+        if admin is not None:
+            await self._start_admin(admin)
         self.notifier.status("loading model")
 
         try:
@@ -145,6 +152,24 @@ class Daemon:
                 task.cancel()
         await self._drain(server)
         return 0
+
+    async def _start_admin(self, endpoint: Any) -> None:
+        """The admin listener: its own socket (0600 for a Unix socket) and sanic app, on this loop."""
+        from mlxd.admin import create_admin_app
+
+        mode = 0o600 if endpoint.address.is_unix else None
+        self._admin_listener = bind(endpoint.bind_host, endpoint.bind_port, option="admin-listen", mode=mode)
+        app = create_admin_app(self, token=endpoint.token, name=f"mlxd_admin_{id(self)}")
+        server = await app.create_server(sock=self._admin_listener.sock, access_log=False,
+                                         return_asyncio_server=True)
+        if server is None:
+            raise MlxdError("the admin server could not be created")
+        await server.startup()
+        await server.before_start()
+        await server.start_serving()
+        await server.after_start()
+        self._admin_server = server
+        log.info("admin listening on %s", self._admin_listener.url)
 
     def _on_sighup(self) -> None:
         """SIGHUP: reload from the files; the handler only enqueues the reload."""
@@ -223,3 +248,8 @@ class Daemon:
         await server.after_stop()
         if self._listener:
             self._listener.close()
+        admin, self._admin_server = self._admin_server, None
+        if admin is not None:
+            await self._stop_server(admin)  # the admin listener answers status until the very end
+            if self._admin_listener:
+                self._admin_listener.close()

@@ -1,0 +1,84 @@
+"""``/v1/config`` (read, replace, patch, validate), ``/v1/reload`` and ``/v1/persist``: every write goes through
+the controller, so it is validated, diffed and applied (or refused) like a file edit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.admin.app import json_response
+from mlxd.admin.body import change_response, document, if_match, json_object
+from mlxd.admin.persist import persist_overrides
+from mlxd.config import table
+from mlxd.config.render import explain_data, shown
+from mlxd.errors import AdminError
+from mlxd.schemas.admin import ConfigResponse
+
+bp = Blueprint("admin_config")
+
+
+def _controller(request: Request) -> Any:
+    return request.app.ctx.host.controller
+
+
+def redacted_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The admin layer as it may be shown: secret options redacted."""
+    specs = table().by_key
+    return {key: shown(specs[key], value) if key in specs and value is not None else value
+            for key, value in overrides.items()}
+
+
+@bp.get("/v1/config", ctx_kind="read")
+async def get_config(request: Request) -> HTTPResponse:
+    controller = _controller(request)
+    data = explain_data(controller.resolved)
+    body = ConfigResponse(generation=controller.generation, config_hash=controller.resolved.config_hash,
+                          etag=controller.etag, overrides=redacted_overrides(controller.overrides), **data)
+    return json_response(body.model_dump(exclude_none=True), headers={"ETag": f'"{controller.etag}"'})
+
+
+@bp.put("/v1/config", ctx_kind="write")
+async def put_config(request: Request) -> HTTPResponse:
+    """Replace the whole admin layer with a TOML or JSON document (options not named fall back to the files)."""
+    controller = _controller(request)
+    result = await controller.replace_overrides(document(request), if_match=if_match(request))
+    return change_response(result, controller)
+
+
+@bp.patch("/v1/config", ctx_kind="write")
+async def patch_config(request: Request) -> HTTPResponse:
+    """Lay ``{option: value}`` over the running configuration."""
+    controller = _controller(request)
+    result = await controller.patch(json_object(request), if_match=if_match(request))
+    return change_response(result, controller)
+
+
+@bp.post("/v1/config/validate", ctx_kind="read")
+async def validate_config(request: Request) -> HTTPResponse:
+    """A dry run: ``?mode=replace`` checks a whole admin layer, otherwise a patch; nothing is applied."""
+    controller = _controller(request)
+    values = document(request)
+    if request.args.get("mode", "patch") == "replace":
+        result = await controller.replace_overrides(values, dry_run=True)
+    else:
+        result = await controller.patch(values, dry_run=True)
+    return change_response(result, controller)
+
+
+@bp.post("/v1/reload", ctx_kind="write")
+async def reload(request: Request) -> HTTPResponse:
+    """Re-read the configuration files (the admin layer stays on top)."""
+    controller = _controller(request)
+    return change_response(await controller.reload("admin:reload"), controller)
+
+
+@bp.post("/v1/persist", ctx_kind="write")
+async def persist(request: Request) -> HTTPResponse:
+    """Write the admin overrides into the --config TOML file, atomically and with its permissions."""
+    controller = _controller(request)
+    path = controller.resolved.config.config
+    if not path:
+        raise AdminError("no_config_file", "the daemon was started without --config; there is no file to write",
+                         409)
+    return json_response(await persist_overrides(controller, path))

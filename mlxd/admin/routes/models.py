@@ -1,0 +1,83 @@
+"""``/v1/models``: list, load and unload. In single-model mode, loading swaps the served model through the
+controller (the new one loads before the old one drains) and unloading serves no model."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import ValidationError
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.admin.app import json_response
+from mlxd.admin.body import change_response, json_object
+from mlxd.admin.host import AdminHost, model_label, models
+from mlxd.config import UNSET
+from mlxd.errors import AdminError
+from mlxd.schemas.admin import ModelsPost, ModelsResponse
+
+bp = Blueprint("admin_models")
+
+
+def _names(cfg: Any) -> set[str]:
+    return {n for n in (model_label(cfg), cfg.model, cfg.hf_repo, *(cfg.alias or [])) if n}
+
+
+def _unknown(name: str) -> AdminError:
+    return AdminError("unknown_model", f"no model named {name!r}: in single-model mode, load takes a checkpoint "
+                      "directory or the configured model's name (router mode is not available in this build)", 404)
+
+
+async def load(host: AdminHost, name: str) -> HTTPResponse:
+    controller = host.controller
+    current = controller.resolved
+    if current.is_router and name in current.models:
+        raise AdminError("not_available", "loading router models is not available in this build", 501)
+    served = host.serving.model
+    if served is not None and (name == served.name or name in served.aliases or name in _names(current.config)):
+        values: dict[str, Any] = {}  # already served: nothing to change
+    elif name in _names(host.resolved.config):
+        values = {"model": UNSET, "hf-repo": UNSET}  # back to the model the files and command line name
+    elif os.path.isdir(name):
+        values = {"model": name, "hf-repo": None}
+    else:
+        raise _unknown(name)
+    return change_response(await controller.patch(values, trigger=f"admin:load {name}"), controller)
+
+
+async def unload(host: AdminHost, name: str) -> HTTPResponse:
+    controller = host.controller
+    served = host.serving.model
+    if served is None or not (name == served.name or name in served.aliases or name in _names(
+            controller.resolved.config)):
+        raise AdminError("not_loaded", f"model {name!r} is not loaded", 404)
+    values = {"model": None, "hf-repo": None}
+    return change_response(await controller.patch(values, trigger=f"admin:unload {name}"), controller)
+
+
+@bp.get("/v1/models", ctx_kind="read")
+async def list_models(request: Request) -> HTTPResponse:
+    host = request.app.ctx.host
+    mode = "router" if host.controller.resolved.is_router else "single"
+    return json_response(ModelsResponse(mode=mode, models=models(host)).model_dump())
+
+
+@bp.post("/v1/models", ctx_kind="write")
+async def post_models(request: Request) -> HTTPResponse:
+    """``{"action": "load"|"unload", "name": NAME}``: the form for names that are paths."""
+    try:
+        body = ModelsPost.model_validate(json_object(request))
+    except ValidationError as exc:
+        raise AdminError("invalid_body", str(exc).splitlines()[0]) from exc
+    action = load if body.action == "load" else unload
+    return await action(request.app.ctx.host, body.name)
+
+
+@bp.post("/v1/models/<name:str>/load", ctx_kind="write")
+async def load_model(request: Request, name: str) -> HTTPResponse:
+    return await load(request.app.ctx.host, name)
+
+
+@bp.post("/v1/models/<name:str>/unload", ctx_kind="write")
+async def unload_model(request: Request, name: str) -> HTTPResponse:
+    return await unload(request.app.ctx.host, name)

@@ -1,0 +1,128 @@
+"""The admin API's wire formats: every request and response body of the admin listener.
+
+Responses are JSON objects; every refusal is ``{"error": {"code": CODE, "message": ...}}`` with a stable code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DaemonStateName = Literal["starting", "serving", "reloading", "draining", "stopped"]
+ModelStateName = Literal["unloaded", "loading", "loaded", "draining", "failed"]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AdminErrorObject(_Wire):
+    """A stable, machine-readable ``code`` (conflict, unauthorized, not_found, ...) and a human message."""
+
+    code: str
+    message: str
+
+
+class AdminErrorBody(_Wire):
+    error: AdminErrorObject
+
+
+class LastErrorView(_Wire):
+    """The last refused change: what triggered it, why, and when (Unix time)."""
+
+    trigger: str
+    message: str
+    time: float
+
+
+class ModelView(_Wire):
+    name: str
+    state: ModelStateName
+    error: str | None = None
+
+
+class StatusResponse(_Wire):
+    state: DaemonStateName
+    generation: int
+    config_hash: str
+    uptime: float
+    last_error: LastErrorView | None
+    pending_restart: list[str]
+    models: list[ModelView]
+    etag: str | None = None
+
+
+class OptionView(_Wire):
+    value: Any
+    source: str
+
+
+class ConfigResponse(_Wire):
+    """The resolved configuration (``mlxd config explain --format json``'s shape) with the admin layer."""
+
+    generation: int
+    config_hash: str
+    etag: str
+    options: dict[str, OptionView]
+    models: dict[str, dict[str, OptionView]] | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChangeResponse(_Wire):
+    """What a change did; ``dry_run`` for /v1/config/validate."""
+
+    applied: bool
+    generation: int
+    config_hash: str
+    changed: list[str]
+    pending_restart: list[str]
+    dry_run: bool = False
+    error: str | None = None
+    etag: str | None = None
+
+
+class ModelsResponse(_Wire):
+    mode: Literal["single", "router"]
+    models: list[ModelView]
+
+
+class ModelsPost(_Wire):
+    """``POST /v1/models``: ``{"action": "load"|"unload", "name": NAME}``."""
+
+    action: Literal["load", "unload"]
+    name: str
+
+
+class LoraAdapterView(_Wire):
+    id: int
+    path: str
+    scale: float
+
+
+class LoraResponse(_Wire):
+    model: str | None
+    adapters: list[LoraAdapterView]
+
+
+class LoggingResponse(_Wire):
+    """The log options with their sources."""
+
+    options: dict[str, OptionView]
+
+
+class PersistResponse(_Wire):
+    path: str
+    written: list[str]
+    removed: list[str]
+    kept: list[str] = Field(default_factory=list)
+
+
+class Event(BaseModel):
+    """One controller event (``committed``, ``refused``, ``model``); extra fields ride along."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: int
+    type: str
+    time: float
