@@ -28,7 +28,7 @@ from mlxd.engine.handle import RequestHandle
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.slots import Resident, Slot, SlotRegistry
+from mlxd.engine.slots import Resident, Slot, SlotRegistry, common_prefix
 from mlxd.engine.types import ErrorEvent
 from mlxd.errors import RequestError
 
@@ -178,10 +178,16 @@ class Scheduler:
 
     def _reuse(self, slot: Slot, req: Any) -> tuple[list[Any] | None, int]:
         """The longest cached prefix: the slot's own tokens, or any entry of the host prompt cache."""
-        if not self.prompt_cache.enabled:
-            res, slot.resident = slot.resident, None
-            if res is not None and res.namespace == req.cache_namespace:
+        res = slot.resident
+        if res is not None and res.namespace == req.cache_namespace:
+            n = common_prefix(res.tokens, req.prompt_tokens)
+            # The slot's own tokens, taken over without a copy, when nothing could cover more of the prompt:
+            # all of them are a prefix of it, or they cover all of it that may come from a cache.
+            if not self.prompt_cache.enabled or n >= min(len(res.tokens), len(req.prompt_tokens) - 1):
+                slot.resident = None
                 return adopt(res.tokens, res.kv, req.prompt_tokens)
+        if not self.prompt_cache.enabled:
+            slot.resident = None
             return None, 0
         self._vacate(slot)
         return self.prompt_cache.fetch(req.cache_namespace, req.prompt_tokens)
