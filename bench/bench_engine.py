@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_engine.py CHECKPOINT [--tokens 256] [--prompt 512] [--streams 1,4,8,16]
 
 Measures, greedy, in one process (no HTTP):
+- time to first token for a 1024-token prefix, cold and from the prompt cache;
 - one stream: decode tokens/s of ``mlx_lm.stream_generate`` and of the worker (from first to last token), and
   prefill tokens/s of both on a ``--prompt``-token prompt;
 - aggregate decode tokens/s with 1/4/8/16 concurrent requests through the worker (as many slots as streams), and
@@ -71,6 +72,17 @@ def worker_one_stream(worker: ModelWorker, prompt: list[int], n: int) -> tuple[f
     return final.timings.prompt_per_second, decode
 
 
+def worker_ttft(worker: ModelWorker, prompt: list[int], cache: bool) -> float:
+    """Seconds from submit to the first token."""
+    t0 = time.perf_counter()
+    handle = worker.submit(GenerationRequest(prompt_tokens=prompt, sampling=GREEDY, n_predict=2, cache_prompt=cache))
+    first = next(iter(handle))
+    ttft = time.perf_counter() - t0
+    assert isinstance(first, TokenEvent), first
+    handle.result()
+    return ttft
+
+
 def worker_aggregate(worker: ModelWorker, prompts: list[list[int]], n: int) -> float:
     t0 = time.perf_counter()
     handles = [
@@ -106,7 +118,7 @@ def main(argv: list[str]) -> int:
     long = prompt_of(loaded, args.prompt)
     result: dict[str, Any] = {
         "checkpoint": str(args.checkpoint),
-        "blas": getattr(BLAS, "choice", str(BLAS)),
+        "blas": f"{BLAS.chosen} ({BLAS.library or 'mlx bundled'})",
         "device": str(mx.default_device()),
         "tokens": args.tokens,
     }
@@ -123,6 +135,17 @@ def main(argv: list[str]) -> int:
         ours_prefill = [worker_one_stream(worker, long, 2) for _ in range(args.repeat)]
     finally:
         worker.stop(0)
+    worker = ModelWorker(loaded, WorkerSettings(parallel=1, ctx_size=1024 + 64 + 64))
+    worker.start()
+    try:
+        prefix = prompt_of(loaded, 1024)
+        cold = min(worker_ttft(worker, prefix + prompt_of(loaded, 16, salt=i), False) for i in range(args.repeat))
+        worker_ttft(worker, prefix + prompt_of(loaded, 16, salt=99), True)  # fills the cache
+        cached = min(worker_ttft(worker, prefix + prompt_of(loaded, 16, salt=i), True) for i in range(args.repeat))
+    finally:
+        worker.stop(0)
+    result["ttft_1024_prefix_s"] = {"cold": cold, "cached": cached, "ratio": cached / cold}
+
     result["one_stream"] = {
         "decode_tps": {"mlx_lm": max(d for _, d in lm), "mlxd": max(d for _, d in ours)},
         "prefill_tps": {"mlx_lm": max(p for p, _ in lm_prefill), "mlxd": max(p for p, _ in ours_prefill)},
