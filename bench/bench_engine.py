@@ -110,7 +110,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens", type=int, default=256, help="tokens generated per request")
     ap.add_argument("--prompt", type=int, default=512, help="prompt tokens for the prefill measurement")
     ap.add_argument("--streams", default="1,4,8,16")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per one-stream figure (best is kept)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure (the best is kept)")
     args = ap.parse_args(argv)
     loaded = load_model(args.checkpoint)
     streams = [int(s) for s in args.streams.split(",")]
@@ -161,11 +161,12 @@ def main(argv: list[str]) -> int:
         worker.start()
         try:
             worker_aggregate(worker, prompts, 8)  # warm-up
-            ours_tps = worker_aggregate(worker, prompts, args.tokens)
+            ours_tps = max(worker_aggregate(worker, prompts, args.tokens) for _ in range(args.repeat))
         finally:
             worker.stop(0)
         mlx_lm_aggregate(loaded, prompts, 8)
-        aggregate[str(n)] = {"mlxd": ours_tps, "mlx_lm_batch_generate": mlx_lm_aggregate(loaded, prompts, args.tokens)}
+        theirs = max(mlx_lm_aggregate(loaded, prompts, args.tokens) for _ in range(args.repeat))
+        aggregate[str(n)] = {"mlxd": ours_tps, "mlx_lm_batch_generate": theirs}
     result["aggregate_tps"] = aggregate
     print(json.dumps(result, indent=2))
     return 0
