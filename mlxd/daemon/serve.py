@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     try:
         blas = preload(cfg.cpu_blas)
     except MlxdError as exc:
-        print(f"error: cpu-blas: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
     from mlxd.daemon.pool import load_served_model

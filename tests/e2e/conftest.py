@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
+import signal as signals
 import subprocess
 import sys
 import time
@@ -38,10 +38,10 @@ class RunningServer:
     def client(self, **kwargs) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=kwargs.pop("timeout", 60), **kwargs)
 
-    def signal(self, sig: int) -> None:
+    def send_signal(self, sig: int) -> None:
         self.process.send_signal(sig)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+    def stop(self, sig: int = signals.SIGTERM, timeout: float = 60) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
             try:
@@ -73,7 +73,7 @@ def launch(args: list[str], log_path: Path, *, env: dict[str, str] | None = None
             break
         time.sleep(0.05)
     else:
-        running.stop(signal.SIGKILL)
+        running.stop(signals.SIGKILL)
         raise RuntimeError(f"{program} did not start listening within {timeout} s:\n{running.log()}")
     if wait_ready:
         with httpx.Client(base_url=running.base_url, timeout=5) as client:
@@ -86,7 +86,7 @@ def launch(args: list[str], log_path: Path, *, env: dict[str, str] | None = None
                 except httpx.TransportError:
                     pass
                 time.sleep(0.05)
-        running.stop(signal.SIGKILL)
+        running.stop(signals.SIGKILL)
         raise RuntimeError(f"{program} was not ready within {timeout} s:\n{running.log()}")
     return running
 
