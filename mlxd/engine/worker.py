@@ -118,7 +118,7 @@ class ModelWorker:
             if self._in_flight >= limit:
                 raise QueueFull(
                     f"server busy: all {self.settings.n_parallel} slots are in use and {self.settings.queue_max} "
-                    "requests are already waiting (raise --queue-max or --parallel)"
+                    "more requests are already waiting; retry later (more slots: --parallel)"
                 )
             self._in_flight += 1
             self._next_task += 1
