@@ -315,3 +315,25 @@ def test_metrics_count_a_reported_generation(app_server: AppServer, client: http
     assert after["llamacpp:n_tokens_max"] >= final.n_prompt_tokens + len(final.tokens)
     assert after["llamacpp:requests_processing"] == 0
     assert 'mlxd_requests_total{route="completion"}' in client.get("/metrics").text
+
+
+def test_timeout_closes_a_stalled_request(app_server: AppServer) -> None:
+    import socket
+
+    state = ServingState(config=Config(timeout=1))
+    state.model = app_server.state.model
+    stalled = AppServer(state)
+    try:
+        host, port = stalled.base_url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+            sock.settimeout(30)
+            received = b""
+            while chunk := sock.recv(4096):
+                received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408")
+        assert json.loads(body)["error"] == {"code": 408, "message": "Request Timeout",
+                                             "type": "invalid_request_error"}
+    finally:
+        stalled.stop()
