@@ -55,9 +55,3 @@ def n_embd(model: ServedModel) -> int:
         if isinstance(config.get(key), int):
             return int(config[key])
     return 0
-
-
-def n_parallel(state: ServingState) -> int:
-    """``--parallel``; -1 (auto) means 4 slots, as b10621 chooses for the server."""
-    parallel = int(getattr(state.config, "parallel", -1) or -1)
-    return 4 if parallel < 1 else parallel

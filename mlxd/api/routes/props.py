@@ -7,10 +7,11 @@ from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
+from mlxd import __version__
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.api.model_facts import ftype, n_ctx_slot, n_parallel
+from mlxd.api.model_facts import ftype, n_ctx_slot, slot_entries
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.errors import NotSupported
 from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Props, PropsUpdate, Success
@@ -86,7 +87,7 @@ async def get_props(request: Request) -> HTTPResponse:
         default_generation_settings=DefaultGenerationSettings(
             params=default_params(state, model), n_ctx=n_ctx_slot(state, model)
         ),
-        total_slots=n_parallel(state),
+        total_slots=len(slot_entries(model, debug=False)),
         model_alias=model.name,
         model_ftype=ftype(model),
         model_path=str(model.loaded.path),
@@ -98,7 +99,7 @@ async def get_props(request: Request) -> HTTPResponse:
         chat_template_caps=template_caps(source),
         bos_token=template.bos_token if template is not None else "",
         eos_token=template.eos_token if template is not None else "",
-        build_info=str(state.build_info.get("build_info", "mlxd")),
+        build_info=str(state.build_info.get("fingerprint") or f"mlxd-{__version__}"),
     )
     body = props.model_dump()
     if template is not None and template.tool_use_source:
