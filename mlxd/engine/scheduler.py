@@ -200,54 +200,76 @@ class Scheduler:
 
     # -- prompt processing ---------------------------------------------------------------------------------
     def _prefill(self, budget: int) -> None:
+        """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
+        together (one evaluation, one sampling call)."""
+        finished: list[tuple[Slot, mx.array]] = []
         for slot in list(self.prefilling):
             if budget <= 0:
-                return
+                break
             try:
-                budget -= self._prefill_chunk(slot, budget)
+                used, logits = self._prefill_chunk(slot, budget)
             except Exception as exc:
                 log.exception("prompt processing failed")
                 self._drop(slot, f"prompt processing failed: {exc}")
+                continue
+            budget -= used
+            if logits is not None:
+                finished.append((slot, logits))
+        if finished:
+            try:
+                self._first_tokens(finished)
+            except Exception as exc:
+                log.exception("first token failed")
+                for slot, _ in finished:
+                    self._drop(slot, f"generation failed: {exc}")
 
-    def _prefill_chunk(self, slot: Slot, budget: int) -> int:
+    def _prefill_chunk(self, slot: Slot, budget: int) -> tuple[int, mx.array | None]:
+        """Process up to ``budget`` prompt tokens; on the prompt's last chunk, return its final logits [1, V]."""
         seq, kv = slot.seq, slot.kv
         assert seq is not None and kv is not None
         start = seq.n_past
         todo = len(seq.prompt) - start
         n = min(todo, budget)
+        seq.n_past += n
+        seq.n_prompt_processed += n
         if n < todo:
             self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
             mx.eval([c.state for c in kv])
-            seq.n_past += n
-            seq.n_prompt_processed += n
-            return n
+            return n, None
         # Last chunk: only the final position's logits are needed, so it goes through on its own.
         if n > 1:
             self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
         logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
-        if seq.matcher is not None:
-            logits = apply_masks(logits, [seq.matcher])
-        seq.n_past += n
-        seq.n_prompt_processed += n
         self.prefilling.remove(slot)
         if seq.n_predict == 0:
             mx.eval([c.state for c in kv])
             seq.prompt_done()
             self._release(slot, kv)
-            return n
-        sampled = None
-        if seq.plain_greedy:
-            token = int(mx.argmax(logits, axis=-1).item())
+            return n, None
+        return n, logits
+
+    def _first_tokens(self, finished: list[tuple[Slot, mx.array]]) -> None:
+        """Draw the first token of each prompt just processed; rows that go on join the decode batch."""
+        seqs = [slot.seq for slot, _ in finished if slot.seq is not None]
+        logits = mx.concatenate([lg for _, lg in finished]) if len(finished) > 1 else finished[0][1]
+        if any(q.matcher is not None for q in seqs):
+            logits = apply_masks(logits, [q.matcher for q in seqs])
+        results: list[Any]
+        if all(q.plain_greedy for q in seqs):
+            results = [None] * len(seqs)
+            tokens = mx.argmax(logits, axis=-1).tolist()
         else:
-            sampled = self.sampling.sample(logits, [seq.sampler])[0]
-            token = int(sampled.id)
-        seq.prompt_done()
-        if self._accept(slot, token, sampled):
-            self.batch.add(slot, kv, token)
-            slot.kv = None
-        elif slot.seq is not None:
-            self._release(slot, kv)
-        return n
+            results = self.sampling.sample(logits, [q.sampler for q in seqs])
+            tokens = [int(r.id) for r in results]
+        for (slot, _), token, sampled in zip(finished, tokens, results):
+            seq, kv = slot.seq, slot.kv
+            assert seq is not None and kv is not None
+            seq.prompt_done()
+            if self._accept(slot, int(token), sampled):
+                self.batch.add(slot, kv, int(token))
+                slot.kv = None
+            elif slot.seq is not None:
+                self._release(slot, kv)
 
     # -- decoding ------------------------------------------------------------------------------------------
     def _decode(self) -> None:
