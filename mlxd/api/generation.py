@@ -152,6 +152,8 @@ class Plan:
     prompts: list[list[int]]
     cache_namespace: str = "raw"
     display: dict[str, Any] = field(default_factory=dict)
+    constraint_spec: Any = None  # an engine.constrain.ConstraintSpec, for generation_settings
+    constraint: Any = None  # the same, compiled, for the worker
 
     @property
     def n_probs(self) -> int:
@@ -164,7 +166,8 @@ class Plan:
 
 def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, prompts: list[list[int]],
          *, cache_namespace: str = "raw") -> Plan:
-    """Read a request's fields into a ``Plan``; every refusal happens here, before anything is queued."""
+    """Read a request's fields into a ``Plan``; every refusal happens here or in ``constrain``, before anything
+    is queued."""
     opts = read_native_options(body, server_defaults(state))
     return Plan(opts=opts, sampling=read_sampling(body, model), stop=read_stop(body, state), prompts=prompts,
                 cache_namespace=cache_namespace)
@@ -197,10 +200,7 @@ def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning
         "logit_bias": sampling.get("logit_bias", []),
         "n_probs": p.n_probs,
         "min_keep": int(getattr(sp, "min_keep", 0)),
-        "grammar": "",
-        "grammar_lazy": False,
-        "grammar_triggers": [],
-        "preserved_tokens": [],
+        **grammar_settings(p.constraint_spec),
         "chat_format": chat_format,
         "reasoning_format": reasoning_format,
         "reasoning_in_content": False,
@@ -225,6 +225,20 @@ def slot_params(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in FULL_FORM_ONLY}
 
 
+def grammar_settings(spec: Any) -> dict[str, Any]:
+    """The grammar part of ``generation_settings``: the constraint's source, laziness, triggers, preserved tokens."""
+    if spec is None:
+        return {"grammar": "", "grammar_lazy": False, "grammar_triggers": [], "preserved_tokens": []}
+    triggers = []
+    for t in spec.triggers:
+        trigger: dict[str, Any] = {"type": int(t.type), "value": t.value}
+        if t.token is not None:
+            trigger["token"] = t.token
+        triggers.append(trigger)
+    return {"grammar": spec.source, "grammar_lazy": spec.lazy, "grammar_triggers": triggers,
+            "preserved_tokens": list(spec.preserved_tokens)}
+
+
 def _request(p: Plan, tokens: list[int], state: ServingState) -> GenerationRequest:
     return GenerationRequest(
         prompt_tokens=tokens,
@@ -243,6 +257,7 @@ def _request(p: Plan, tokens: list[int], state: ServingState) -> GenerationReque
         t_max_predict_ms=max(0, p.opts.t_max_predict_ms),
         lora=lora_scales(p.opts, state),
         display_params=p.display or slot_params(generation_settings(p)),
+        constraint=p.constraint,
     )
 
 

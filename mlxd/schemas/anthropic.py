@@ -102,7 +102,10 @@ def to_chat(req: MessagesRequest) -> dict[str, Any]:
             "parameters": t.get("input_schema", {})}} for t in req.tools]
     if req.tool_choice:
         kind = req.tool_choice.get("type")
-        body["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}.get(str(kind), "auto")
+        if kind == "tool" and isinstance(req.tool_choice.get("name"), str):
+            body["tool_choice"] = {"type": "function", "function": {"name": req.tool_choice["name"]}}
+        else:
+            body["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}.get(str(kind), "auto")
     if req.thinking is not None:
         enabled = req.thinking.get("type") == "enabled"
         kwargs = dict(body.get("chat_template_kwargs") or {})

@@ -1,8 +1,9 @@
 """The native ``/completion`` wire format: the request fields that are not sampling, and the response objects.
 
 Sampling fields (temperature ... samplers, seed, logit_bias, n_probs, stop) are read by the engine's
-``SamplingParams.from_request``; this module reads the rest with b10621's rules (``mlxd.schemas.fields``) into one
-frozen model, and refuses what mlxd cannot honour yet instead of ignoring it.
+``SamplingParams.from_request`` and constraint fields (grammar, json_schema...) by its constraint sources; this
+module reads the rest with b10621's rules (``mlxd.schemas.fields``) into one frozen model, and refuses what mlxd
+cannot honour yet instead of ignoring it.
 """
 
 from __future__ import annotations
@@ -24,14 +25,6 @@ from mlxd.schemas.fields import (
     read_object,
     read_str_list,
 )
-
-# Constrained decoding arrives with its own engine support; until then these fields are refused, never ignored.
-CONSTRAINT_FIELDS = ("json_schema", "grammar", "grammar_triggers", "preserved_tokens", "response_format")
-CONSTRAINT_REFUSAL = (
-    "'{name}' is not supported yet: constrained decoding (grammars, JSON schemas, response_format) is not "
-    "available in this server; send the request without it"
-)
-
 
 class ServerDefaults(BaseModel):
     """The server-wide values a request falls back to (b10621 copies them from the command line)."""
@@ -75,17 +68,6 @@ class NativeOptions(BaseModel):
     response_fields: tuple[str, ...] = ()
     id_slot: int = -1
     lora: tuple[LoraEntry, ...] | None = None
-
-
-def refuse_constraints(body: Mapping[str, Any]) -> None:
-    """Refuse a request that asks for constrained output."""
-    for name in CONSTRAINT_FIELDS:
-        value = body.get(name)
-        if value is None or value == [] or value == "":
-            continue
-        raise FieldError(CONSTRAINT_REFUSAL.format(name=name))
-    if body.get("grammar_lazy") is True:
-        raise FieldError(CONSTRAINT_REFUSAL.format(name="grammar_lazy"))
 
 
 # Fields whose feature mlxd does not have yet: any value but the inert default is refused with the reason.
@@ -138,7 +120,6 @@ def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:
 
 def read_native_options(body: Mapping[str, Any], defaults: ServerDefaults) -> NativeOptions:
     """Read the non-sampling fields of a native completion request, with b10621's names, aliases and limits."""
-    refuse_constraints(body)
     refuse_not_yet(body)
     stream_options = read_object(body, "stream_options")
     n_cmpl = read_int(body, "n_cmpl", 1, aliases=("n",), hard=(1, max(1, defaults.n_parallel)))

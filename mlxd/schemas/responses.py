@@ -103,6 +103,8 @@ def to_chat(req: ResponsesRequest) -> dict[str, Any]:
     if req.tool_choice is not None:
         body["tool_choice"] = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
     fmt = (req.text or {}).get("format")
-    if isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        body["response_format"] = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema", {})}}
+    elif isinstance(fmt, dict) and fmt.get("type") not in (None, "text"):
         body["response_format"] = fmt
     return body

@@ -82,13 +82,52 @@ def test_media_parts_are_refused_with_501(client: httpx.Client, part: dict, mess
     assert error["type"] == "not_supported_error" and error["message"].startswith(message)
 
 
-def test_response_format_is_refused_until_constrained_decoding(client: httpx.Client) -> None:
-    response = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2,
-                                                         "response_format": {"type": "json_object"}})
-    assert response.status_code == 400 and "response_format" in response.json()["error"]["message"]
-    plain = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2,
-                                                      "response_format": {"type": "text"}})
-    assert plain.status_code == 200
+CITY_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"],
+                   "additionalProperties": False}}}]
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"],
+                 "additionalProperties": False}
+
+
+def test_response_format_constrains_the_answer(client: httpx.Client) -> None:
+    fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": ANSWER_SCHEMA}}
+    for seed in (1, 2):
+        out = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 40, "seed": seed,
+                                                        "response_format": fmt}).json()
+        assert json.loads(out["choices"][0]["message"]["content"])["answer"] in ("yes", "no")
+    bad = client.post("/v1/chat/completions", json={"messages": HELLO, "response_format": {"type": "yaml"}})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"] == 'response_format type must be one of "text" or "json_object", but got: yaml'
+
+
+def test_required_tool_choice_returns_parsed_tool_calls(client: httpx.Client) -> None:
+    body = {"messages": [{"role": "user", "content": "weather?"}], "tools": CITY_TOOLS, "tool_choice": "required",
+            "max_tokens": 60, "seed": 4}
+    whole = client.post("/v1/chat/completions", json=body).json()["choices"][0]
+    assert whole["finish_reason"] == "tool_calls", whole
+    call = whole["message"]["tool_calls"][0]
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"])["city"] in ("Paris", "Rome")
+    chunks = payloads(client.post("/v1/chat/completions", json={**body, "stream": True}).text)
+    calls = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks
+             if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    assert calls[0]["function"]["name"] == "get_weather"
+    assert json.loads("".join(c["function"]["arguments"] for c in calls)) == json.loads(call["function"]["arguments"])
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "tool_calls"
+
+
+def test_anthropic_forced_tool_use(client: httpx.Client) -> None:
+    tools = [{"name": "get_weather", "description": "w", "input_schema": CITY_TOOLS[0]["function"]["parameters"]}]
+    body = {"model": "m", "max_tokens": 60, "messages": [{"role": "user", "content": "weather?"}], "tools": tools,
+            "tool_choice": {"type": "tool", "name": "get_weather"}, "seed": 4}
+    out = client.post("/v1/messages", json=body).json()
+    assert out["stop_reason"] == "tool_use"
+    use = [b for b in out["content"] if b["type"] == "tool_use"][0]
+    assert use["name"] == "get_weather" and use["input"]["city"] in ("Paris", "Rome")
+    events = frames(client.post("/v1/messages", json={**body, "stream": True}).text)
+    starts = [json.loads(d)["content_block"]["type"] for n, d in events if n == "content_block_start"]
+    assert "tool_use" in starts
 
 
 def test_input_tokens_count_the_rendered_prompt(client: httpx.Client) -> None:
@@ -168,9 +207,9 @@ def test_responses_whole_and_streamed(client: httpx.Client) -> None:
 def test_responses_refuses_what_it_cannot_honour(client: httpx.Client) -> None:
     stored = client.post("/v1/responses", json={"input": "hi", "previous_response_id": "resp_1"})
     assert stored.status_code == 400
-    schema = client.post("/v1/responses", json={"input": "hi", "text": {"format": {"type": "json_schema",
-                                                                                   "schema": {}}}})
-    assert schema.status_code == 400
+    shaped = client.post("/v1/responses", json={"input": "hi", "max_output_tokens": 40, "seed": 3, "text": {
+        "format": {"type": "json_schema", "name": "a", "schema": ANSWER_SCHEMA}}}).json()
+    assert json.loads(shaped["output"][0]["content"][0]["text"])["answer"] in ("yes", "no")
 
 
 @pytest.mark.parametrize("path", ["/v1/audio/transcriptions", "/audio/transcriptions"])

@@ -156,15 +156,37 @@ def test_field_refusals(client: httpx.Client, body: dict, message: str) -> None:
     assert response.json()["error"] == {"code": 400, "message": message, "type": "invalid_request_error"}
 
 
-@pytest.mark.parametrize("field,value", [
-    ("grammar", "root ::= \"a\""), ("json_schema", {"type": "object"}), ("grammar_lazy", True),
-    ("response_format", {"type": "json_object"}), ("n_cache_reuse", 64),
+YES_NO = 'root ::= "yes" | "no"'
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"enum": ["yes", "no"]}}, "required": ["answer"],
+                 "additionalProperties": False}
+
+
+@pytest.mark.parametrize("path,text_of", [
+    ("/completion", lambda o: o["content"]), ("/v1/completions", lambda o: o["choices"][0]["text"]),
 ])
-def test_unsupported_fields_are_refused_not_ignored(client: httpx.Client, field: str, value: object) -> None:
+def test_grammar_and_json_schema_constrain_the_output(client: httpx.Client, path: str, text_of) -> None:
+    for seed in (1, 2, 3):
+        out = client.post(path, json={"prompt": "Answer:", "n_predict": 8, "seed": seed, "grammar": YES_NO}).json()
+        assert text_of(out) in ("yes", "no")
+        if path == "/completion":
+            assert out["generation_settings"]["grammar"] == YES_NO
+        shaped = client.post(path, json={"prompt": "JSON:", "n_predict": 40, "seed": seed,
+                                         "json_schema": ANSWER_SCHEMA}).json()
+        assert json.loads(text_of(shaped))["answer"] in ("yes", "no")
+    streamed = client.post(path, json={"prompt": "Answer:", "n_predict": 8, "grammar": YES_NO, "stream": True})
+    assert "".join(text_of(p) for p in payloads(streamed.text) if p.get("choices", [1])) in ("yes", "no")
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"grammar": "root ::= ("}, "grammar: failed to parse grammar"),
+    ({"grammar": YES_NO, "grammar_lazy": True}, "Error: no triggers set for lazy grammar!"),
+    ({"n_cache_reuse": 64}, "Field 'n_cache_reuse'"),
+])
+def test_constraints_that_cannot_run_are_refused(client: httpx.Client, body: dict, message: str) -> None:
     for path in ("/completion", "/v1/completions"):
-        response = client.post(path, json={"prompt": "Once", "n_predict": 2, field: value})
+        response = client.post(path, json={"prompt": "Once", "n_predict": 2, **body})
         assert response.status_code == 400, (path, response.text)
-        assert field in response.json()["error"]["message"]
+        assert response.json()["error"]["message"].startswith(message)
 
 
 def test_infill_with_fim_markers(client: httpx.Client) -> None:
@@ -203,11 +225,13 @@ def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> Non
     body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
     with httpx.Client(base_url=endless_server.base_url, timeout=30) as c:
         with c.stream("POST", "/completion", json=body) as response:
-            for line in response.iter_lines():
+            # Keep the line iterator alive: dropping it closes the response, which is the disconnect itself.
+            lines = response.iter_lines()
+            for line in lines:
                 if line.startswith("data:"):
                     break
-            busy = c.get("/slots").json()
-            assert any(slot["is_processing"] for slot in busy)
+            assert json.loads(line[len("data:"):])["stop"] is False, line
+            assert any(slot["is_processing"] for slot in c.get("/slots").json())
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if not any(slot["is_processing"] for slot in c.get("/slots").json()):

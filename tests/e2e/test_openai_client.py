@@ -68,8 +68,24 @@ def test_completions_whole_and_streamed(client: openai.OpenAI) -> None:
 def test_refusal_surfaces_as_client_error(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
-                                       response_format={"type": "json_object"})
-    assert "response_format" in str(caught.value)
+                                       extra_body={"grammar": "root ::= ("})
+    assert "failed to parse grammar" in str(caught.value)
+
+
+def test_forced_tool_call_through_the_client(client: openai.OpenAI) -> None:
+    tools: list[Any] = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}},
+                                              "required": ["city"], "additionalProperties": False}}}]
+    out = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "weather?"}],
+                                         tools=tools, tool_choice="required", max_tokens=60, seed=4)
+    calls = out.choices[0].message.tool_calls or []
+    assert out.choices[0].finish_reason == "tool_calls" and calls[0].function.name == "get_weather"
+    streamed = list(client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "weather?"}],
+                                                   tools=tools, tool_choice="required", max_tokens=60, seed=4,
+                                                   stream=True))
+    names = [t.function.name for c in streamed if c.choices for t in (c.choices[0].delta.tool_calls or [])
+             if t.function and t.function.name]
+    assert names == ["get_weather"]
 
 
 def test_responses_api(client: openai.OpenAI) -> None:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat
+from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
 from mlxd.api import sse
 from mlxd.api.body import json_object, parse
@@ -28,7 +28,9 @@ async def messages(request: Request):
     body = to_chat(parse(MessagesRequest, json_object(request)))
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])
-    p = gen.plan(chat.native_fields(body), state, model, [tokens], cache_namespace="chat")
+    fields = chat.native_fields(body)
+    p = gen.plan(fields, state, model, [tokens], cache_namespace="chat")
+    p = await constraints.constrain(p, fields, state, model, chat=True)
     msg_id = random_id()
     jobs = gen.submit(p, state, model)
 

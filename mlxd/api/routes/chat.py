@@ -7,7 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat
+from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
 from mlxd.api import sse
 from mlxd.api.body import json_object
@@ -48,7 +48,9 @@ async def chat_completions(request: Request):
     body = json_object(request)
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, messages_of(body))
-    p = gen.plan(chat.native_fields(body), state, model, [tokens], cache_namespace="chat")
+    fields = chat.native_fields(body)
+    p = gen.plan(fields, state, model, [tokens], cache_namespace="chat")
+    p = await constraints.constrain(p, fields, state, model, chat=True)
     env = oai.Envelope(model.name, fingerprint(request))
     jobs = gen.submit(p, state, model)
 

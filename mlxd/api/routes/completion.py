@@ -8,6 +8,7 @@ from typing import Any
 from sanic import Blueprint, Request
 
 from mlxd import __version__
+from mlxd.api import constraints
 from mlxd.api import generation as gen
 from mlxd.api import sse
 from mlxd.api.body import json_object
@@ -36,20 +37,21 @@ def _native_final(job: gen.Job, p: gen.Plan, model: Any, settings: dict[str, Any
                         opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
 
 
-def _prepare(request: Request) -> tuple[dict[str, Any], Any, gen.Plan]:
+async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], Any, gen.Plan]:
     state = serving(request)
     gen.refuse_embedding_mode(state)
     body = json_object(request)
     model = served_model(request)
     prompts = tokenize_prompts(model.loaded.tokenizer, body)
-    return body, model, gen.plan(body, state, model, prompts)
+    p = gen.plan(body, state, model, prompts)
+    return body, model, await constraints.constrain(p, body, state, model, chat=openai)
 
 
 @bp.post("/completion")
 @bp.post("/completions", name="completions_alias")
 async def completion(request: Request):
     """Native completion: one object (or an array for several prompts); a stream ends with the final object."""
-    body, model, p = _prepare(request)
+    body, model, p = await _prepare(request, openai=False)
     state = serving(request)
     settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
@@ -93,7 +95,7 @@ def refuse_oai_completion_params(body: dict[str, Any]) -> None:
 async def completions_oai(request: Request):
     """OpenAI text completion, streamed (ending with ``[DONE]``) or whole."""
     refuse_oai_completion_params(json_object(request))
-    body, model, p = _prepare(request)
+    body, model, p = await _prepare(request, openai=True)
     state = serving(request)
     env = oai.Envelope(model.name, fingerprint(request))
     jobs = gen.submit(p, state, model)

@@ -11,6 +11,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
+from mlxd.api import constraints
 from mlxd.api import generation as gen
 from mlxd.api import sse
 from mlxd.api.body import json_object
@@ -103,7 +104,7 @@ async def infill(request: Request):
         raise NotSupported(f"Infill is not supported by this model: {missing}")
     body = json_object(request)
     tokens = infill_prompt(tokenizer, fim, body)
-    p = gen.plan(body, state, model, [tokens])
+    p = await constraints.constrain(gen.plan(body, state, model, [tokens]), body, state, model, chat=False)
     settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
     jobs = gen.submit(p, state, model)

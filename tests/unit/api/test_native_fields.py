@@ -45,7 +45,6 @@ def test_upstream_wording(body: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize("field,value", [
-    ("grammar", "root ::= x"), ("json_schema", {}), ("grammar_triggers", [{"type": 0}]), ("grammar_lazy", True),
     ("return_progress", True), ("reasoning_budget_tokens", 10), ("reasoning_control", True), ("echo", True),
     ("continue_final_message", True), ("n_cache_reuse", 256),
 ])
@@ -56,7 +55,7 @@ def test_features_not_built_are_refused(field: str, value: object) -> None:
 
 
 @pytest.mark.parametrize("field,value", [("return_progress", False), ("reasoning_budget_tokens", -1),
-                                         ("echo", False), ("grammar", ""), ("preserved_tokens", [])])
+                                         ("echo", False), ("continue_final_message", None)])
 def test_inert_values_are_accepted(field: str, value: object) -> None:
     read_native_options({field: value}, DEFAULTS)
 
