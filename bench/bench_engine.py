@@ -99,8 +99,8 @@ def worker_aggregate(worker: ModelWorker, prompts: list[list[int]], n: int) -> f
 
 def mlx_lm_aggregate(loaded: Any, prompts: list[list[int]], n: int) -> float:
     t0 = time.perf_counter()
-    out = batch_generate(loaded.model, loaded.tokenizer, prompts, max_tokens=n, verbose=False)
-    total = sum(len(loaded.tokenizer.encode(t)) for t in out.texts)  # approximate: texts re-encoded
+    out = batch_generate(loaded.model, loaded.tokenizer, prompts, max_tokens=n, verbose=False, return_token_ids=True)
+    total = sum(len(ids) for ids in out.token_ids or [])
     return total / (time.perf_counter() - t0)
 
 
