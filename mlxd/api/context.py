@@ -15,8 +15,10 @@ def serving(request: Request) -> ServingState:
 
 
 def served_model(request: Request) -> ServedModel:
-    """The model in service; the loading gate answers before a route runs, so None here is a swap in progress."""
-    model = serving(request).model
+    """The model this request is served by: in router mode the one it named (picked before the route runs, see
+    mlxd.api.router_mode), else the model in service; the loading gate answers before a route runs, so None here
+    is a swap in progress."""
+    model = getattr(request.ctx, "model", None) or serving(request).model
     if model is None:
         raise Unavailable("Loading model")
     return model

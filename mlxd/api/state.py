@@ -45,7 +45,12 @@ class ServingState:
     # The daemon's reconcile controller (mlxd.daemon.controller.Controller), for llama-server's management routes
     # (POST /lora-adapters, /models/load ...) which change state through the same path as the admin API.
     controller: Any = None
+    # Router mode (no model argument): the daemon's model pool (mlxd.daemon.router.ModelPool), None otherwise.
+    # Requests name their model; ``acquire(name, autoload, touch=...)`` returns it loaded and ``release(model)``
+    # ends the request's hold on it (mlxd.api.router_mode does both around every request that names a model).
+    pool: Any = None
 
     @property
     def ready(self) -> bool:
-        return self.model is not None
+        """Whether requests may be served: a model is in service, or the router is (it loads models on demand)."""
+        return self.model is not None or self.pool is not None

@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, resolve
+from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
+from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging
 from mlxd.daemon.notify import Notifier
@@ -110,7 +111,7 @@ class Controller:
         overrides = dict(self.overrides)
 
         def build() -> ResolvedConfig:
-            fresh = resolve(self.argv, self.env)
+            fresh = resolve_serving(self.argv, self.env)
             return apply_overrides(fresh, overrides) if overrides else fresh
 
         return await self.change(build, trigger=trigger, dry_run=dry_run)
@@ -130,7 +131,7 @@ class Controller:
         overrides = dict(values)
 
         def build() -> ResolvedConfig:
-            fresh = resolve(self.argv, self.env)
+            fresh = resolve_serving(self.argv, self.env)
             return apply_overrides(fresh, overrides) if overrides else fresh
 
         return await self.change(build, trigger=trigger, dry_run=dry_run, if_match=if_match,
@@ -219,6 +220,9 @@ class Controller:
                         and (current is None or replacement.worker is not current.worker):
                     await asyncio.to_thread(replacement.worker.stop, 0.0)
                 raise
+        pool = self.serving.pool
+        if pool is not None and desired.is_router:
+            await pool.apply(desired)  # models added, removed or changed (rule 2.17)
         # The swap: new requests see the new model and configuration from here on.
         self.serving.config = desired.config
         self.serving.model = replacement

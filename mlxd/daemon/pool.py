@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from mlxd.errors import EngineError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
-    from mlxd.config import ResolvedConfig
+    from mlxd.config import Config, ModelResolved, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon.pool")
 
@@ -26,17 +26,40 @@ def worker_settings(cfg: Any) -> Any:
 
 
 def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
-    """Load the configured model and start its worker; None in router mode (no model argument)."""
+    """Load the configured model and start its worker; None in router mode (the pool loads router models)."""
+    if resolved.is_router:
+        return None
+    cfg = resolved.config
+    explicit = {name for name in resolved.provenance if resolved.explicit(name)}
+    values = {name: resolved.value(name) for name in resolved.provenance}
+    aliases = list(cfg.alias or [])
+    return _serve(cfg, explicit, values, name=aliases[0] if aliases else (cfg.model or cfg.hf_repo),
+                  aliases=aliases)
+
+
+def load_router_model(model: "ModelResolved") -> "ServedModel":
+    """Load one router model (its own Config from the model store, --models-dir or a preset) and start its worker.
+
+    It is served under its canonical name; its aliases only route requests to it.
+    """
+    from mlxd.config import table
+
+    tbl = table()
+    explicit = {name for name in model.provenance if model.explicit(name)}
+    values = {name: getattr(model.config, tbl.get(name).field) for name in model.provenance}
+    served = _serve(model.config, explicit, values, name=model.name, aliases=list(model.config.alias or []))
+    assert served is not None
+    return served
+
+
+def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name: str | None,
+           aliases: list[str]) -> "ServedModel":
     from mlxd.api.state import ServedModel
     from mlxd.engine.chat import load_chat_template
     from mlxd.engine.loader import load_model, resolve_model_source
     from mlxd.engine.sampling import defaults_from
     from mlxd.engine.worker import ModelWorker
 
-    cfg = resolved.config
-    if resolved.is_router:
-        log.warning("no model given (-m / --hf-repo): the router is not available in this build; serving no model")
-        return None
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
     loaded = load_model(path)
@@ -46,16 +69,12 @@ def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
             loaded.path, chat_template=cfg.chat_template, chat_template_file=cfg.chat_template_file,
             bos_token=getattr(tokenizer, "bos_token", None), eos_token=getattr(tokenizer, "eos_token", None),
         )
-        explicit = {name for name in resolved.provenance if resolved.explicit(name)}
-        values = {name: resolved.value(name) for name in resolved.provenance}
-        sampling = defaults_from(values, loaded.generation_config, explicit)
+        sampling = defaults_from(dict(values), loaded.generation_config, explicit)
         worker = ModelWorker(loaded, worker_settings(cfg))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error
         raise EngineError(f"model {loaded.path}: {type(exc).__name__}: {exc}") from exc
     worker.start()
-    aliases = list(cfg.alias or [])
-    name = aliases[0] if aliases else (cfg.model or cfg.hf_repo or loaded.name)
-    return ServedModel(name=name, aliases=aliases, loaded=loaded, worker=worker, chat_template=template,
-                       sampling_defaults=sampling)
+    return ServedModel(name=name or loaded.name, aliases=aliases, loaded=loaded, worker=worker,
+                       chat_template=template, sampling_defaults=sampling)

@@ -49,10 +49,10 @@ def _print_problems(exc: ConfigError) -> None:
 
 def main(argv: list[str]) -> int:
     """Serve with a llama-server command line; returns the exit status."""
-    from mlxd.config import resolve
+    from mlxd.daemon.discovery import resolve_serving
 
     try:
-        resolved = resolve(argv, dict(os.environ))
+        resolved = resolve_serving(argv, dict(os.environ))
         cfg = resolved.config
         configure_logging(log_settings(cfg))
     except ConfigError as exc:

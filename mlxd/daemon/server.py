@@ -19,6 +19,7 @@ from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
+    from mlxd.daemon.router import ModelPool
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
 
@@ -132,18 +133,29 @@ class Daemon:
         if served is not None:
             self.serving.model = served
             log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
+        pool = self._router_pool()
         from mlxd.daemon.controller import Controller
 
         self.controller = Controller(argv=self.argv, env=self.env, resolved=self.resolved, serving=self.serving,
                                      notifier=self.notifier, load_model=self.load_model,
                                      log_settings=self.log_settings)
         self.serving.controller = self.controller
+        if pool is not None:
+            pool.on_state = self.controller.model_state
+            try:
+                await pool.start()
+            except MlxdError as exc:
+                log.error("%s", exc)
+                await pool.close(0.0)
+                await self._stop_server(server)
+                return 1
         self.controller.commit_startup()
         self.state = DaemonState.SERVING
         self.generation = 1
         loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
         watcher = self._start_watching(loop)
-        self.notifier.ready(f"serving {served.name if served else 'no model'} on {self._listener.url}")
+        what = served.name if served else ("the router" if pool is not None else "no model")
+        self.notifier.ready(f"serving {what} on {self._listener.url}")
         watchdog = loop.create_task(self._watchdog()) if self.notifier.watchdog_usec else None
 
         await self.shutdown.wait()
@@ -152,6 +164,19 @@ class Daemon:
                 task.cancel()
         await self._drain(server)
         return 0
+
+    def _router_pool(self) -> "ModelPool | None":
+        """Router mode (no model argument): the pool of models discovered by the configuration."""
+        if not self.resolved.is_router or self.serving is None:
+            return None
+        from mlxd.daemon.pool import load_router_model
+        from mlxd.daemon.router import ModelPool
+
+        pool = ModelPool(self.resolved, load_router_model)
+        self.serving.pool = pool
+        names = ", ".join(sorted(self.resolved.models)) or "none"
+        log.info("router: %d model(s) available: %s", len(self.resolved.models), names)
+        return pool
 
     async def _start_admin(self, endpoint: Any) -> None:
         """The admin listener: its own socket (0600 for a Unix socket) and sanic app, on this loop."""
@@ -224,9 +249,14 @@ class Daemon:
         log.info("draining: %d request(s) in flight, waiting up to %.0f s", self.in_flight.count, timeout)
         if server.server:
             server.server.close()  # stop accepting; open connections keep being served
+        if self.serving is not None and self.serving.pool is not None:
+            self.serving.pool.end_streams()
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
             log.warning("drain timed out with %d request(s) in flight; stopping anyway", self.in_flight.count)
+        pool = self.serving.pool if self.serving else None
+        if pool is not None:
+            await pool.close(timeout)
         model = self.serving.model if self.serving else None
         if model is not None:
             await asyncio.to_thread(model.worker.stop, 5.0)

@@ -129,3 +129,20 @@ def repo_of_snapshot(path: Path) -> str | None:
     if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
         return parts[-3].removeprefix("models--").replace("--", "/", 1)
     return None
+
+
+def cached_models(store_root: str | Path | None) -> dict[str, str]:
+    """The model store's listing for router mode: ``owner/name`` -> snapshot directory, for every cached repository
+    whose ``main`` snapshot is a complete MLX checkpoint (a config.json and its safetensors weights)."""
+    from huggingface_hub import constants
+
+    root = Path(store_root) if store_root else Path(constants.HF_HUB_CACHE)
+    if not root.is_dir():
+        return {}
+    found: dict[str, str] = {}
+    for repo_dir in sorted(root.glob("models--*--*")):
+        repo_id = repo_dir.name.removeprefix("models--").replace("--", "/", 1)
+        snapshot = cached_snapshot(repo_id, root)
+        if snapshot is not None and (snapshot / "config.json").is_file():
+            found[repo_id] = str(snapshot)
+    return found

@@ -1,0 +1,352 @@
+"""The router's model pool: several models by name, loaded on demand, at most ``--models-max`` at once.
+
+b10621's router semantics (precedence.md rules 2.8, 2.16, 2.17), served in one process: each model is a
+ServedModel with its own worker thread instead of a child process. A model is ``unloaded``, ``loading``,
+``loaded``, ``draining`` (its in-flight requests finish before it is freed) or ``failed`` (with the error; the rest
+of the pool is untouched). Loading runs on a worker thread; requests for a model that is loading wait for it.
+Least recently used models are evicted when a load would exceed ``--models-max``; only POST requests and loads
+refresh last use, as upstream. A model idle for its ``sleep-idle-seconds`` is unloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError
+
+if TYPE_CHECKING:
+    from mlxd.api.state import ServedModel
+    from mlxd.config import ModelResolved, ResolvedConfig
+
+log = logging.getLogger("mlxd.daemon.router")
+
+DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
+IDLE_CHECK_SECONDS = 1.0
+
+
+class ModelLimit(RequestError):
+    """Every slot under --models-max is taken by a model that is still loading."""
+
+    status = 500
+    type = "server_error"
+
+
+@dataclass(eq=False)
+class Entry:
+    """One model the router knows of."""
+
+    spec: "ModelResolved"
+    state: str = "unloaded"
+    error: str | None = None
+    served: "ServedModel | None" = None
+    last_used: int = 0  # LRU tick: POST requests and loads
+    last_active: float = field(default_factory=time.monotonic)  # any request: idle unload
+    leases: int = 0  # requests that hold the served model but may not have reached its worker yet
+    task: "asyncio.Task[None] | None" = None  # the load in progress
+    stopping: "asyncio.Task[None] | None" = None  # the drain in progress
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def aliases(self) -> list[str]:
+        return list(self.spec.config.alias or [])
+
+    @property
+    def running(self) -> bool:
+        """b10621's "running": loading or loaded."""
+        return self.state in ("loading", "loaded")
+
+
+class ModelPool:
+    """The router's models. Every method runs on the event loop; MLX work happens on worker threads."""
+
+    def __init__(self, resolved: "ResolvedConfig", load_one: Callable[["ModelResolved"], "ServedModel"],
+                 on_state: Callable[..., None] | None = None) -> None:
+        self.load_one = load_one
+        self.on_state = on_state  # (name, state, error) -> None: the controller's record of model states
+        self.models_max = int(resolved.config.models_max)
+        self.autoload = bool(resolved.config.models_autoload)
+        self.created = int(time.time())
+        self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in resolved.models.items()}
+        self._lock = asyncio.Lock()  # decisions about which models run (eviction, starting a load)
+        self._tick = itertools.count(1)
+        self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self._idle_task: asyncio.Task[None] | None = None
+
+    # -- names ------------------------------------------------------------------------------------------------
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def canonical(self, name: str) -> str | None:
+        """The model a name or alias refers to (rule 2.16), or None."""
+        if name in self._entries:
+            return name
+        for entry in self._entries.values():
+            if name in entry.aliases:
+                return entry.name
+        return None
+
+    # -- requests ---------------------------------------------------------------------------------------------
+    async def acquire(self, name: str | None, autoload: bool | None, *, touch: bool) -> "ServedModel":
+        """The model a request names, loaded (autoload permitting); release it with :meth:`release`."""
+        if not name:
+            raise InvalidRequest("model name is missing from the request")
+        canonical = self.canonical(name)
+        if canonical is None:
+            raise InvalidRequest(f"model '{name}' not found")
+        entry = self._entries[canonical]
+        if entry.state != "loaded" and not (self.autoload if autoload is None else autoload):
+            raise InvalidRequest("model is not loaded")
+        if touch:
+            entry.last_used = next(self._tick)
+        served = await self._ensure_loaded(entry)
+        entry.leases += 1
+        entry.last_active = time.monotonic()
+        return served
+
+    def release(self, served: "ServedModel") -> None:
+        """A request is done with (or has submitted its work to) ``served``."""
+        entry = self._entries.get(served.name)
+        if entry is not None and entry.leases > 0:
+            entry.leases -= 1
+            entry.last_active = time.monotonic()
+
+    # -- management (POST /models/load, /models/unload, the admin API) ----------------------------------------
+    async def load(self, name: str, *, wait: bool = False) -> str:
+        """Start loading a model (evicting the least recently used one if needed); returns its canonical name.
+
+        Raises InvalidRequest when it is already running; the caller checks that the name exists."""
+        canonical = self.canonical(name)
+        if canonical is None:
+            raise InvalidRequest("model is not found")
+        entry = self._entries[canonical]
+        if entry.running:
+            raise InvalidRequest("model is already running")
+        entry.last_used = next(self._tick)
+        async with self._lock:
+            if entry.running:
+                raise InvalidRequest("model is already running")
+            if entry.stopping is not None:
+                await entry.stopping
+            await self._make_room(entry)
+            task = self._start_load(entry)
+        if wait:
+            await asyncio.shield(task)
+        return canonical
+
+    async def unload(self, name: str) -> str:
+        """Stop a running model (its in-flight requests finish first); returns its canonical name."""
+        canonical = self.canonical(name)
+        if canonical is None:
+            raise InvalidRequest("model is not found")
+        entry = self._entries[canonical]
+        if not entry.running:
+            raise InvalidRequest("model is not running")
+        if entry.task is not None:
+            await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
+        async with self._lock:
+            if entry.state == "loaded":
+                await self._stop(entry, "unload")
+        return canonical
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load the ``load-on-startup`` models (more than --models-max of them is an error, rule 2.8) and start
+        the idle watch."""
+        wanted = [e for e in self._entries.values() if e.spec.extras.get("load-on-startup")]
+        if self.models_max > 0 and len(wanted) > self.models_max:
+            raise MlxdError(f"{len(wanted)} models have load-on-startup, more than --models-max "
+                            f"{self.models_max}")
+        for entry in wanted:
+            await self.load(entry.name, wait=True)
+        self._idle_task = asyncio.get_running_loop().create_task(self._watch_idle())
+
+    async def close(self, timeout: float) -> None:
+        """Stop every model (the daemon is stopping)."""
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+        for entry in list(self._entries.values()):
+            if entry.task is not None:
+                await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
+        await asyncio.gather(*(self._stop(e, "shutdown", timeout) for e in self._entries.values()
+                               if e.state == "loaded"))
+
+    async def apply(self, desired: "ResolvedConfig") -> None:
+        """A committed configuration change: models added, removed or changed (rule 2.17: running models whose
+        definition changed or went away are unloaded; the new definition loads on next use)."""
+        self.models_max = int(desired.config.models_max)
+        self.autoload = bool(desired.config.models_autoload)
+        async with self._lock:
+            for name, entry in list(self._entries.items()):
+                spec = desired.models.get(name)
+                if spec is not None and spec.config == entry.spec.config and spec.extras == entry.spec.extras:
+                    entry.spec = spec
+                    continue
+                if entry.task is not None:
+                    await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
+                if entry.state == "loaded":
+                    log.info("(reload) unloading model name=%s (source updated or removed)", name)
+                    await self._stop(entry, "reload")
+                if spec is None:
+                    del self._entries[name]
+                    self._publish(name, "model_remove", {})
+                else:
+                    entry.spec, entry.error = spec, None
+                    if entry.state == "failed":
+                        entry.state = "unloaded"
+            for name, spec in desired.models.items():
+                if name not in self._entries:
+                    self._entries[name] = Entry(spec)
+        self._publish("", "models_reload", {})
+
+    # -- events (GET /models/sse) -----------------------------------------------------------------------------
+    def subscribe(self) -> "asyncio.Queue[dict[str, Any] | None]":
+        """A queue of ``{"model", "event", "data"}`` messages; None means the stream ends (the daemon stops)."""
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=1000)
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
+        self._subscribers.discard(queue)
+
+    def end_streams(self) -> None:
+        """Close every event stream, so that a drain does not wait on readers that never finish."""
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(None)
+            except asyncio.QueueFull:
+                pass
+        self._subscribers.clear()
+
+    def _publish(self, model: str, event: str, data: dict[str, Any]) -> None:
+        message = {"model": model, "event": event, "data": data}
+        for queue in list(self._subscribers):
+            try:
+                queue.put_nowait(message)
+            except asyncio.QueueFull:  # a reader that stopped reading loses events, not the router
+                self._subscribers.discard(queue)
+
+    # -- internals --------------------------------------------------------------------------------------------
+    def _set(self, entry: Entry, state: str, error: str | None = None) -> None:
+        entry.state, entry.error = state, error
+        if self.on_state is not None:
+            self.on_state(entry.name, state, error)
+
+    async def _ensure_loaded(self, entry: Entry) -> "ServedModel":
+        while True:
+            if entry.state == "loaded" and entry.served is not None:
+                return entry.served
+            if entry.stopping is not None:
+                await asyncio.shield(entry.stopping)
+                continue
+            if entry.task is None:
+                async with self._lock:
+                    if entry.task is None and entry.state != "loaded" and entry.stopping is None:
+                        await self._make_room(entry)
+                        self._start_load(entry)
+                continue
+            try:
+                await asyncio.shield(entry.task)
+            except MlxdError as exc:
+                raise EngineError(f"model name={entry.name} failed to load") from exc
+
+    def _start_load(self, entry: Entry) -> "asyncio.Task[None]":
+        self._set(entry, "loading")
+        self._publish(entry.name, "model_status", {"status": "loading"})
+        task = asyncio.get_running_loop().create_task(self._load(entry))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # failures are recorded on the entry
+        entry.task = task
+        return task
+
+    async def _load(self, entry: Entry) -> None:
+        progress = {"stages": ["text_model"], "current": "text_model"}
+        self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 0.0}})
+        started = time.monotonic()
+        try:
+            served = await asyncio.to_thread(self.load_one, entry.spec)
+        except MlxdError as exc:
+            log.error("model name=%s failed to load: %s", entry.name, exc)
+            self._set(entry, "failed", str(exc))
+            self._publish(entry.name, "status_change", {"status": "unloaded", "failed": True})
+            raise
+        finally:
+            entry.task = None
+        entry.served = served
+        entry.last_active = time.monotonic()
+        self._set(entry, "loaded")
+        log.info("model name=%s loaded in %.2f s", entry.name, time.monotonic() - started)
+        self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 1.0}})
+        self._publish(entry.name, "status_change", {"status": "loaded", "info": {
+            "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
+            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": _meta(served)}})
+
+    async def _make_room(self, incoming: Entry) -> None:
+        """Evict least recently used models until ``incoming`` fits under --models-max (called under the lock)."""
+        if self.models_max <= 0:
+            return
+        while True:
+            running = [e for e in self._entries.values() if e.running and e is not incoming]
+            if len(running) < self.models_max:
+                return
+            victims = [e for e in running if e.state == "loaded"]
+            if not victims:
+                raise ModelLimit("model limit reached, try again later")
+            victim = min(victims, key=lambda e: e.last_used)
+            log.info("models_max limit reached, removing LRU name=%s", victim.name)
+            await self._stop(victim, "evicted")
+
+    async def _stop(self, entry: Entry, why: str, timeout: float | None = None) -> None:
+        """Drain and free a loaded model: requests holding it finish (up to stop-timeout), then its worker stops."""
+        served = entry.served
+        if served is None:
+            return
+        limit = float(entry.spec.extras.get("stop-timeout", DEFAULT_STOP_TIMEOUT) if timeout is None else timeout)
+        self._set(entry, "draining")
+        loop = asyncio.get_running_loop()
+
+        async def drain() -> None:
+            deadline = time.monotonic() + limit
+            while entry.leases > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(served.worker.stop, max(0.0, deadline - time.monotonic()))
+
+        entry.stopping = loop.create_task(drain())
+        try:
+            await asyncio.shield(entry.stopping)
+        finally:
+            entry.stopping = None
+            entry.served = None
+            entry.leases = 0
+            self._set(entry, "unloaded")
+            self._publish(entry.name, "status_change", {"status": "unloaded"})
+            log.info("model name=%s unloaded (%s)", entry.name, why)
+
+    async def _watch_idle(self) -> None:
+        """Unload a loaded model idle for its sleep-idle-seconds (-1 disables; per model, so a preset sets it)."""
+        while True:
+            await asyncio.sleep(IDLE_CHECK_SECONDS)
+            now = time.monotonic()
+            for entry in list(self._entries.values()):
+                idle = int(entry.spec.config.sleep_idle_seconds)
+                if (idle > 0 and entry.state == "loaded" and entry.served is not None and entry.leases == 0
+                        and entry.served.worker.n_in_flight == 0 and now - entry.last_active >= idle):
+                    async with self._lock:
+                        if entry.state == "loaded" and entry.leases == 0:
+                            await self._stop(entry, f"idle for {idle} s")
+
+
+def _meta(served: "ServedModel") -> dict[str, Any]:
+    """The loaded model's facts as b10621's ``meta`` object."""
+    from mlxd.api.model_facts import ftype, n_embd
+
+    loaded = served.loaded
+    return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": served.worker.n_ctx_slot,
+            "n_ctx_train": loaded.n_ctx_train, "n_embd": n_embd(served), "n_params": loaded.n_params,
+            "size": loaded.size_bytes, "ftype": ftype(served)}
