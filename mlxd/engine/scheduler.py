@@ -25,6 +25,7 @@ from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.handle import RequestHandle
+from mlxd.engine.lora import LoraSet
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
@@ -80,6 +81,7 @@ class Scheduler:
         self.waiting: deque[RequestHandle] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
+        self.lora = LoraSet.empty()  # the model's adapters; set by the worker
 
     @property
     def idle(self) -> bool:
@@ -132,6 +134,8 @@ class Scheduler:
             if not self.slots.idle():
                 return
             req = handle.request
+            if not self._lora_ready(req):
+                return  # first in line with other adapter scales: nothing overtakes it
             slot = self.slots.choose(req.prompt_tokens, req.cache_namespace, req.id_slot)
             if slot is None:
                 continue  # pinned to a busy slot; later requests may still start
@@ -140,6 +144,22 @@ class Scheduler:
                 self._start(slot, handle)
             except Exception as exc:
                 self._fail_start(slot, handle, exc)
+
+    def _lora_ready(self, req: Any) -> bool:
+        """Whether the layers compute with the request's adapter snapshot, switching to it once no request runs.
+
+        A batch never mixes snapshots: a request whose scales differ from the running ones waits until those
+        finish; the switch happens here, between steps, so no forward pass sees two sets of scales.
+        """
+        if not len(self.lora) or req.lora is None:
+            return True
+        wanted = tuple(req.lora.get(i, 0.0) for i in range(len(self.lora)))
+        if wanted == self.lora.applied:
+            return True
+        if self.slots.busy():
+            return False
+        self.lora.apply(wanted)
+        return True
 
     def _start(self, slot: Slot, handle: RequestHandle) -> None:
         req = handle.request

@@ -7,6 +7,7 @@ cancellation, reaches the thread through its inbox and takes effect at its next 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -22,6 +23,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlxd.engine import context_shift, slot_state
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
+from mlxd.engine.lora import LoraSet
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
 from mlxd.engine.settings import WorkerSettings
@@ -37,7 +39,8 @@ RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or inva
 class ModelWorker:
     """Serves generations for one loaded model with continuous batching over ``--parallel`` slots."""
 
-    def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None) -> None:
+    def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None,
+                 lora: LoraSet | None = None) -> None:
         if settings.context_shift:
             reason = context_shift.unsupported_reason(loaded.model)
             if reason is not None:
@@ -63,6 +66,9 @@ class ModelWorker:
             getattr(loaded.tokenizer, "bos_token_id", None),
             self.constraints,
         )
+        # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
+        self.lora = lora if lora is not None else LoraSet.empty()
+        self.scheduler.lora = self.lora
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
         self._actions: list[tuple[int, Callable[[Slot], int], Future[int]]] = []
@@ -111,6 +117,7 @@ class ModelWorker:
             raise ContextOverflow(n_prompt, self.n_ctx_slot)
         if request.id_slot >= len(self.scheduler.slots):
             raise InvalidRequest("Invalid slot ID")
+        request = self._snapshot_lora(request)
         with self._cv:
             if not self._accepting:
                 raise Unavailable("the model is not accepting requests (it is stopping or not started)")
@@ -126,6 +133,23 @@ class ModelWorker:
             self._inbox.append(("submit", handle))
             self._cv.notify_all()
         return handle
+
+    # -- LoRA ---------------------------------------------------------------------------------------------------
+    def lora_adapters(self) -> list[dict[str, Any]]:
+        """The attached adapters with their server-wide scales: ``[{"id", "path", "scale"}]``."""
+        return self.lora.list()
+
+    def set_lora_scales(self, scales: dict[int, float]) -> None:
+        """Replace the server-wide scales (unlisted adapters 0); requests submitted from now on use them."""
+        self.lora.set_scales(scales)
+
+    def _snapshot_lora(self, request: GenerationRequest) -> GenerationRequest:
+        """Fix the request's adapter scales now, and keep its prompt-cache entries apart from other states."""
+        if not len(self.lora):
+            return request
+        snapshot = self.lora.snapshot(request.lora)
+        return dataclasses.replace(request, lora=dict(enumerate(snapshot)),
+                                   cache_namespace=request.cache_namespace + self.lora.namespace(snapshot))
 
     def slots(self, debug: bool = False) -> list[dict[str, Any]]:
         """b10621's ``GET /slots`` body (``debug`` adds ``prompt`` and ``generated``, as LLAMA_SERVER_SLOTS_DEBUG)."""
