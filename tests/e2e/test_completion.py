@@ -8,6 +8,7 @@ key set, recursively (for streams: the first partial, the final frame and the ``
 from __future__ import annotations
 
 import json
+import socket
 import time
 from typing import Any, Iterator
 
@@ -281,3 +282,23 @@ def test_stop_strings_and_limits(client: httpx.Client) -> None:
 def test_openai_completion_params_b10621_rejects(client: httpx.Client, body: dict, message: str) -> None:
     response = client.post("/v1/completions", json={"prompt": "Once", "max_tokens": 2, **body})
     assert response.status_code == 400 and response.json()["error"]["message"] == message
+
+
+def test_disconnect_during_a_whole_answer_cancels_it(endless_server: AppServer) -> None:
+    n_ctx = endless_server.state.model.worker.n_ctx_slot
+    body = json.dumps({"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True}).encode()
+    host, port = endless_server.base_url.removeprefix("http://").split(":")
+    with httpx.Client(base_url=endless_server.base_url, timeout=30) as c:
+        raw = socket.create_connection((host, int(port)))
+        raw.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(s["is_processing"] for s in c.get("/slots").json()):
+            time.sleep(0.01)
+        assert any(s["is_processing"] for s in c.get("/slots").json())
+        raw.close()
+        while time.monotonic() < deadline and any(s["is_processing"] for s in c.get("/slots").json()):
+            time.sleep(0.05)
+        slots = c.get("/slots").json()
+        assert not slots[0]["is_processing"]
+        assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
