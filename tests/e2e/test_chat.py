@@ -224,3 +224,31 @@ def test_reasoning_format_per_request(client: httpx.Client) -> None:
     assert ok.status_code == 200
     bad = client.post("/v1/chat/completions", json={"messages": HELLO, "max_tokens": 2, "reasoning_format": "x"})
     assert bad.status_code == 400 and bad.json()["error"]["message"] == "Unknown reasoning format: x"
+
+
+# The random model is made to think, then answer, by a grammar: the reasoning split is then exact.
+THINKING = 'root ::= "<think>\\nplan it\\n</think>\\n\\nyes"'
+
+
+def test_reasoning_content_in_every_shape(client: httpx.Client) -> None:
+    body = {"messages": HELLO, "max_tokens": 30, "grammar": THINKING}
+    message = client.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]
+    assert (message["reasoning_content"], message["content"]) == ("plan it", "yes")
+    chunks = payloads(client.post("/v1/chat/completions", json={**body, "stream": True}).text)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "plan it"
+    assert "".join(d.get("content") or "" for d in deltas) == "yes"
+    none = client.post("/v1/chat/completions", json={**body, "reasoning_format": "none"}).json()
+    assert none["choices"][0]["message"]["content"].startswith("<think>")
+
+    anthropic = {"model": "m", "max_tokens": 30, "messages": HELLO, "grammar": THINKING}
+    out = client.post("/v1/messages", json=anthropic).json()
+    assert [(b["type"], b.get("thinking", b.get("text"))) for b in out["content"]] == [("thinking", "plan it"),
+                                                                                      ("text", "yes")]
+    events = frames(client.post("/v1/messages", json={**anthropic, "stream": True}).text)
+    kinds = [json.loads(d).get("delta", {}).get("type") for n, d in events if n == "content_block_delta"]
+    assert kinds[0] == "thinking_delta" and "signature_delta" in kinds and "text_delta" in kinds
+
+    response = client.post("/v1/responses", json={"input": "hi", "max_output_tokens": 30, "grammar": THINKING}).json()
+    assert [i["type"] for i in response["output"]] == ["reasoning", "message"]
+    assert response["output"][0]["content"][0]["text"] == "plan it"
