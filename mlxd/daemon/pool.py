@@ -57,9 +57,11 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     from mlxd.api.state import ServedModel
     from mlxd.engine.chat import load_chat_template
     from mlxd.engine.loader import load_model, resolve_model_source
+    from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
     from mlxd.engine.sampling import defaults_from
     from mlxd.engine.worker import ModelWorker
 
+    adapters = check_adapters(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply))
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
     loaded = load_model(path)
@@ -70,7 +72,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             bos_token=getattr(tokenizer, "bos_token", None), eos_token=getattr(tokenizer, "eos_token", None),
         )
         sampling = defaults_from(dict(values), loaded.generation_config, explicit)
-        worker = ModelWorker(loaded, worker_settings(cfg))
+        worker = ModelWorker(loaded, worker_settings(cfg), lora=attach_adapters(loaded.model, adapters))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

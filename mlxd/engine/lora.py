@@ -56,6 +56,13 @@ def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[str], init_without_
     return specs
 
 
+def check_adapters(specs: Sequence[AdapterSpec]) -> list[AdapterSpec]:
+    """Refuse a missing or malformed adapter before the model's weights are read; returns ``specs``."""
+    for spec in specs:
+        _check_config(spec.path, _read_config(spec.path, _adapter_dir(spec.path)))
+    return list(specs)
+
+
 @dataclass(frozen=True)
 class Adapter:
     """A loaded adapter: where it came from, its trained scale (mlx-lm's ``lora_parameters.scale``), its size."""
@@ -171,14 +178,7 @@ def _read_adapter(model: nn.Module, index: int, spec: AdapterSpec) -> tuple[Adap
 
     where = _adapter_dir(spec.path)
     config = _read_config(spec.path, where)
-    params = config.get("lora_parameters") or {}
-    kind = config.get("fine_tune_type", "lora")
-    if kind != "lora":
-        raise EngineError(f"LoRA adapter {spec.path}: fine_tune_type {kind!r} cannot be served unfused (only "
-                          "'lora' adds a low-rank term); fuse it into the model with `mlx_lm.fuse` and serve that")
-    if "scale" not in params:
-        hint = " (mlx-lm's config names it 'scale', not 'alpha')" if "alpha" in params else ""
-        raise EngineError(f"LoRA adapter {spec.path}: lora_parameters has no 'scale'{hint}")
+    params = _check_config(spec.path, config)
     try:
         weights = mx.load(str(where / WEIGHTS_FILE))
     except (OSError, ValueError, RuntimeError) as exc:
@@ -202,6 +202,21 @@ def _read_adapter(model: nn.Module, index: int, spec: AdapterSpec) -> tuple[Adap
         raise EngineError(f"LoRA adapter {spec.path} does not fit this model: {shown}")
     rank = int(next(iter(pairs.values()))[1].shape[1]) if pairs else int(params.get("rank") or 0)
     return Adapter(index, spec.path, float(params["scale"]), rank, len(pairs)), pairs
+
+
+def _check_config(path: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's ``lora_parameters``, once the config is one mlxd can serve unfused."""
+    params: dict[str, Any] = config.get("lora_parameters") or {}
+    kind = config.get("fine_tune_type", "lora")
+    if kind != "lora":
+        raise EngineError(f"LoRA adapter {path}: fine_tune_type {kind!r} cannot be served unfused (only "
+                          "'lora' adds a low-rank term); fuse it into the model with `mlx_lm.fuse` and serve that")
+    if "scale" not in params:
+        hint = " (mlx-lm's config names it 'scale', not 'alpha')" if "alpha" in params else ""
+        raise EngineError(f"LoRA adapter {path}: lora_parameters has no 'scale'{hint}")
+    if not isinstance(config.get("num_layers", 16), int):
+        raise EngineError(f"LoRA adapter {path}: num_layers is not an integer")
+    return params
 
 
 def _pair_problem(base: Any, a: mx.array | None, b: mx.array | None, rank: Any) -> str | None:
