@@ -70,7 +70,6 @@ class Sequence:
         self.stopping_word = ""
         self.failed = False
         # Timings.
-        self.t_start = time.perf_counter()
         self.t_prompt_start = 0.0
         self.t_prompt_ms = 0.0
         self.t_gen_start = 0.0
