@@ -40,6 +40,9 @@ def model_label(cfg: "Config") -> str | None:
 def models(host: AdminHost) -> list[ModelView]:
     """Each model the daemon knows of and its state: the one served, those loading, draining or failed."""
     controller = host.controller
+    pool = host.serving.pool if host.serving is not None else None
+    if pool is not None:  # router mode: every model the router knows of, loaded or not
+        return [ModelView(name=e.name, state=e.state, error=e.error) for e in pool.entries()]
     served = host.serving.model if host.serving is not None else None
     if controller is None:  # still starting: the default model is loading
         label = model_label(host.resolved.config)

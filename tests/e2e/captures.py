@@ -41,9 +41,9 @@ def _headers(lines: list[str]) -> dict[str, str]:
     return out
 
 
-def load(name: str) -> Capture:
-    """The capture ``NAME.txt``."""
-    text = (CAPTURES / f"{name}.txt").read_text(encoding="utf-8")
+def load(name: str, root: Path = CAPTURES) -> Capture:
+    """The capture ``NAME.txt`` (under ``root``: ``captures/``, or ``captures-router/`` for the router's)."""
+    text = (root / f"{name}.txt").read_text(encoding="utf-8")
     request, _, response = text.partition("### RESPONSE")
     request = request.replace("### REQUEST", "", 1).strip("\n")
     req_lines, req_body = _split_head(request)

@@ -1,9 +1,11 @@
 """``/v1/models``: list, load and unload. In single-model mode, loading swaps the served model through the
-controller (the new one loads before the old one drains) and unloading serves no model."""
+controller (the new one loads before the old one drains) and unloading serves no model. In router mode they load
+and unload the pool's models (the configuration is unchanged; the states are recorded as model events)."""
 
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,7 +15,7 @@ from mlxd.admin.app import json_response
 from mlxd.admin.body import change_response, json_object
 from mlxd.admin.host import AdminHost, model_label, models
 from mlxd.config import UNSET
-from mlxd.errors import AdminError
+from mlxd.errors import AdminError, MlxdError, RequestError
 from mlxd.schemas.admin import ModelsPost, ModelsResponse
 
 bp = Blueprint("admin_models")
@@ -25,14 +27,30 @@ def _names(cfg: Any) -> set[str]:
 
 def _unknown(name: str) -> AdminError:
     return AdminError("unknown_model", f"no model named {name!r}: in single-model mode, load takes a checkpoint "
-                      "directory or the configured model's name (router mode is not available in this build)", 404)
+                      "directory or the configured model's name", 404)
+
+
+async def _router(host: AdminHost, action: str, name: str) -> HTTPResponse:
+    """Router mode: load (waiting until it is loaded) or unload a pool model; the configuration is unchanged."""
+    pool, controller = host.serving.pool, host.controller
+    try:
+        await (pool.load(name, wait=True) if action == "load" else pool.unload(name))
+    except RequestError as exc:
+        code = "unknown_model" if "not found" in exc.message else "model_state"
+        raise AdminError(code, f"model {name!r}: {exc.message}", 404 if code == "unknown_model" else 409) from exc
+    except MlxdError as exc:
+        raise AdminError("load_failed", f"model {name!r}: {exc}", 500) from exc
+    result = SimpleNamespace(error=None, applied=True, generation=controller.generation,
+                             config_hash=controller.resolved.config_hash, changed=(),
+                             pending_restart=controller.pending_restart, dry_run=False)
+    return change_response(result, controller)
 
 
 async def load(host: AdminHost, name: str) -> HTTPResponse:
     controller = host.controller
     current = controller.resolved
-    if current.is_router and name in current.models:
-        raise AdminError("not_available", "loading router models is not available in this build", 501)
+    if host.serving.pool is not None:
+        return await _router(host, "load", name)
     served = host.serving.model
     if served is not None and (name == served.name or name in served.aliases or name in _names(current.config)):
         values: dict[str, Any] = {}  # already served: nothing to change
@@ -47,6 +65,8 @@ async def load(host: AdminHost, name: str) -> HTTPResponse:
 
 async def unload(host: AdminHost, name: str) -> HTTPResponse:
     controller = host.controller
+    if host.serving.pool is not None:
+        return await _router(host, "unload", name)
     served = host.serving.model
     if served is None or not (name == served.name or name in served.aliases or name in _names(
             controller.resolved.config)):
