@@ -187,7 +187,7 @@ class Scheduler:
             seq.prompt_done()
             self._release(slot, None)
             return
-        if self.settings.cache_prompt and req.cache_prompt:
+        if req.cache_prompt:
             kv, n = self._reuse(slot, req)
         else:
             kv, n = None, 0

@@ -19,7 +19,7 @@ class WorkerSettings(BaseModel):
     batch_size: int = Field(2048, ge=1, description="prompt tokens processed per scheduler step (prefill chunk)")
     ubatch_size: int = Field(512, ge=1, description="accepted for compatibility; MLX has no physical batch split")
     cont_batching: bool = True
-    cache_prompt: bool = True
+    cache_prompt: bool = Field(True, description="the default of requests' cache_prompt (the api applies it)")
     cache_ram_mib: int = Field(8192, ge=-1, description="prompt cache budget in MiB; -1 = no limit, 0 = disabled")
     context_shift: bool = False
     keep: int = Field(0, ge=-1, description="prompt tokens kept on a context shift; -1 = all")

@@ -16,10 +16,10 @@ def long_prompt(tiny_model: Any, i: int = 0) -> list[int]:
 
 
 def test_cache_hit_equals_cold_run(tiny_model, make_worker) -> None:
-    cold_worker = make_worker(parallel=1, cache_prompt=False)
+    cold_worker = make_worker(parallel=1)
     prompt = long_prompt(tiny_model)
     extended = prompt + list(tiny_model.tokenizer.encode(PROMPTS[1]))
-    cold = [final(cold_worker.submit(greedy_request(p, 20))) for p in (prompt, extended)]
+    cold = [final(cold_worker.submit(greedy_request(p, 20, cache_prompt=False))) for p in (prompt, extended)]
     assert [c.timings.cache_n for c in cold] == [0, 0]
 
     worker = make_worker(parallel=2)
