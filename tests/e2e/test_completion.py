@@ -149,7 +149,6 @@ def test_n_cmpl_bounded_by_slots(client: httpx.Client) -> None:
     ({"n_predict": -2}, "Field 'n_predict': Value must be between -1 <= value <= 2147483647, but got -2"),
     ({"stream": 1}, "Field 'stream': [json.exception.type_error.302] type must be boolean, but is number"),
     ({"id_slot": 7}, "Invalid slot ID"),
-    ({"lora": [{"id": 0, "scale": 1.0}]}, "invalid adapter id"),
 ])
 def test_field_refusals(client: httpx.Client, body: dict, message: str) -> None:
     response = client.post("/completion", json={"prompt": "Once", "n_predict": 2, **body})
@@ -200,10 +199,8 @@ def test_infill_with_fim_markers(client: httpx.Client) -> None:
     assert missing.json()["error"]["message"] == "[json.exception.out_of_range.403] key 'input_prefix' not found"
 
 
-@pytest.mark.parametrize("method,path", [("GET", "/v1/stream"), ("POST", "/v1/streams/lookup"),
-                                         ("DELETE", "/v1/stream"), ("POST", "/v1/chat/completions/control")])
-def test_deferred_routes_answer_501(client: httpx.Client, method: str, path: str) -> None:
-    response = client.request(method, path, json={"action": "reasoning_end"})
+def test_generation_control_answers_501(client: httpx.Client) -> None:
+    response = client.post("/v1/chat/completions/control", json={"id": "chatcmpl-x", "action": "reasoning_end"})
     assert response.status_code == 501
     assert response.json()["error"]["type"] == "not_supported_error"
 

@@ -8,7 +8,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
-from mlxd.api import sse
+from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -56,8 +56,9 @@ async def messages(request: Request):
             if out:
                 yield "".join(sse.event(name, data) for name, data in out)
 
-    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs), on_error=sse.anthropic_error_frame,
-                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
+                                  on_error=sse.anthropic_error_frame,
+                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
 
 
 @bp.post("/v1/messages/count_tokens")

@@ -9,7 +9,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
-from mlxd.api import sse
+from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -103,8 +103,8 @@ async def chat_completions(request: Request):
                 yield sse.data(out)
         yield sse.DONE
 
-    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
-                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
+                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
 
 
 @bp.post("/chat/completions/input_tokens")

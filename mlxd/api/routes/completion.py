@@ -10,7 +10,7 @@ from sanic import Blueprint, Request
 from mlxd import __version__
 from mlxd.api import constraints
 from mlxd.api import generation as gen
-from mlxd.api import sse
+from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -72,8 +72,8 @@ async def completion(request: Request):
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
                                               post_sampling=p.post_sampling, timings=job.running_timings()))
 
-    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
-                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
+                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
 
 
 def _usage(jobs: list[gen.Job]) -> dict[str, Any]:
@@ -137,5 +137,5 @@ async def completions_oai(request: Request):
                 yield sse.data(oai.text_chunk(env, choice, timings))
         yield sse.DONE
 
-    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
-                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
+                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)

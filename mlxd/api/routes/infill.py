@@ -13,7 +13,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import constraints
 from mlxd.api import generation as gen
-from mlxd.api import sse
+from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -131,5 +131,5 @@ async def infill(request: Request):
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
                                               post_sampling=p.post_sampling, timings=job.running_timings()))
 
-    await sse.stream(request, frames(), on_disconnect=lambda: gen.cancel(jobs),
-                     ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
+                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)

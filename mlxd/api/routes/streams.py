@@ -1,42 +1,65 @@
-"""Stream resume (``X-Conversation-Id``, ``GET /v1/stream``, ``POST /v1/streams/lookup``, ``DELETE /v1/stream``) and
-``POST /v1/chat/completions/control`` (``reasoning_end``).
+"""Stream resume (``GET /v1/stream``, ``POST /v1/streams/lookup``, ``DELETE /v1/stream``; sessions start with
+``X-Conversation-Id`` on a streamed request, see ``mlxd.api.stream_sessions``) and
+``POST /v1/chat/completions/control``.
 
-b10621 keeps a finished or interrupted stream so a client can re-attach to it, and lets a client end a running
-generation's reasoning early. mlxd does not keep stream sessions nor steer a running generation yet; these routes
-answer a 501 that says so (never a 404), and the manifest records them as deferred.
+``reasoning_end`` needs the worker to force the end of a running generation's reasoning, which it cannot do yet:
+the control route answers a 501 that says so (never a 404), and the manifest records it as deferred.
 """
 
 from __future__ import annotations
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.errors import NotSupported
+from mlxd.api import sse
+from mlxd.api.body import json_object
+from mlxd.api.context import serving
+from mlxd.api.errors import json_response
+from mlxd.api.stream_sessions import sessions
+from mlxd.errors import InvalidRequest, NotSupported
 
 bp = Blueprint("streams")
 
-RESUME = (
-    "stream sessions are not supported by mlxd yet: a stream cannot be looked up, resumed or deleted after it "
-    "started; repeat the request instead"
-)
 CONTROL = (
     "generation control is not supported by mlxd yet: 'reasoning_end' cannot be applied to a running generation; "
     "use --reasoning-budget or the request's chat_template_kwargs instead"
 )
 
 
+def _conversation_id(request: Request) -> str:
+    value = request.args.get("conv_id", "")
+    if not value:
+        raise InvalidRequest("'conv_id' is required")
+    return value
+
+
 @bp.get("/v1/stream")
 async def stream_get(request: Request):
-    raise NotSupported(RESUME)
+    """Re-attach to a stream: its bytes from ``from`` (default 0), then the live tail until it ends."""
+    session = sessions(request).get(_conversation_id(request))
+    raw = request.args.get("from", "0")
+    try:
+        offset = int(raw)
+    except ValueError as exc:
+        raise InvalidRequest(f"'from' must be a byte offset, not {raw!r}") from exc
+    if offset < session.dropped or offset > session.total_bytes:
+        raise InvalidRequest(f"'from' must be between {session.dropped} and {session.total_bytes}, got {offset}")
+    await sse.stream(request, session.tail(offset), ping=sse.ping_interval(serving(request).config))
 
 
 @bp.post("/v1/streams/lookup")
 async def streams_lookup(request: Request):
-    raise NotSupported(RESUME)
+    """The known sessions among ``conversation_ids`` (an empty list when none)."""
+    ids = json_object(request).get("conversation_ids")
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise InvalidRequest("'conversation_ids' must be an array of strings")
+    return json_response(sessions(request).lookup(ids))
 
 
 @bp.delete("/v1/stream")
 async def stream_delete(request: Request):
-    raise NotSupported(RESUME)
+    """Stop a session's generation and forget the session."""
+    sessions(request).delete(_conversation_id(request))
+    return HTTPResponse(status=204)
 
 
 @bp.post("/v1/chat/completions/control")
