@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
 from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
@@ -223,6 +223,14 @@ class Scheduler:
         """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
         together (one evaluation, one sampling call)."""
         finished: list[tuple[Slot, mx.array]] = []
+        group = self._fresh_group(budget)
+        if len(group) > 1:
+            try:
+                budget -= self._prefill_together(group, finished)
+            except Exception as exc:
+                log.exception("prompt processing failed")
+                for slot in group:
+                    self._drop(slot, f"prompt processing failed: {exc}")
         for slot in list(self.prefilling):
             if budget <= 0:
                 break
@@ -242,6 +250,45 @@ class Scheduler:
                 log.exception("first token failed")
                 for slot, _ in finished:
                     self._drop(slot, f"generation failed: {exc}")
+
+    def _fresh_group(self, budget: int) -> list[Slot]:
+        """Waiting prompts with nothing cached that fit the budget together, left-padded to the longest."""
+        group: list[Slot] = []
+        longest = 0
+        for slot in self.prefilling:
+            seq, kv = slot.seq, slot.kv
+            if seq is None or kv is None or seq.n_past or not all(isinstance(c, KVCache) and c.empty() for c in kv):
+                continue
+            n = len(seq.prompt)
+            if max(longest, n) * (len(group) + 1) > budget:
+                break
+            group.append(slot)
+            longest = max(longest, n)
+        return group
+
+    def _prefill_together(self, group: list[Slot], finished: list[tuple[Slot, mx.array]]) -> int:
+        """Whole prompts in one forward pass (as mlx_lm's batch generation does); returns the tokens computed."""
+        seqs = [slot.seq for slot in group if slot.seq is not None]
+        lengths = [len(q.prompt) for q in seqs]
+        longest = max(lengths)
+        pads = [longest - n for n in lengths]
+        tokens = mx.array([[0] * pad + q.prompt for pad, q in zip(pads, seqs)])
+        assert group[0].kv is not None
+        cache = [BatchKVCache(pads) for _ in group[0].kv]
+        if longest > 1:
+            self.model(tokens[:, :-1], cache=cache)
+        logits = self.model(tokens[:, -1:], cache=cache)[:, -1, :]
+        for i, (slot, seq) in enumerate(zip(group, seqs)):
+            slot.kv = [c.extract(i) for c in cache]
+            seq.n_past = seq.n_prompt_processed = lengths[i]
+            self.prefilling.remove(slot)
+            if seq.n_predict == 0:
+                mx.eval([c.state for c in slot.kv])
+                seq.prompt_done()
+                self._release(slot, slot.kv)
+            else:
+                finished.append((slot, logits[i : i + 1]))
+        return longest * len(group)
 
     def _prefill_chunk(self, slot: Slot, budget: int) -> tuple[int, mx.array | None]:
         """Process up to ``budget`` prompt tokens; on the prompt's last chunk, return its final logits [1, V]."""

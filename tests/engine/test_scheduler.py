@@ -139,3 +139,19 @@ def test_n_indent_cuts_a_line_indented_too_little(tiny_model, make_worker) -> No
         pytest.fail("no prompt makes the tiny model write a second line")
     done = final(worker.submit(greedy_request(tokens, 60, n_indent=4)))
     assert done.stop_type == "limit" and done.text == free[: nl + 1 + indent]
+
+
+def test_prompts_arriving_together_equal_their_solo_runs(tiny_model, make_scheduler) -> None:
+    prompts = [list(tiny_model.tokenizer.encode(p * (1 + i))) for i, p in enumerate(PROMPTS)]
+    solo_sched = make_scheduler(parallel=1, cache_ram_mib=0)
+    solo = []
+    for i, p in enumerate(prompts):
+        handle = add(solo_sched, p, 12, i)
+        run_until(solo_sched, lambda: solo_sched.idle)
+        solo.append(final(handle).tokens)
+    sched = make_scheduler(parallel=4, cache_ram_mib=0)
+    handles = [add(sched, p, 12, 10 + i) for i, p in enumerate(prompts)]
+    sched.step()  # every prompt is processed in this one step, left-padded into one forward pass
+    assert len(sched.batch) == 4 and not sched.prefilling
+    run_until(sched, lambda: sched.idle)
+    assert [final(h).tokens for h in handles] == solo
