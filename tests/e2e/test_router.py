@@ -128,6 +128,10 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
     running = router(start_server, layout, "--no-models-autoload")
     with running.client() as client:
         assert client.get("/props").json()["models_autoload"] is False
+        # Downloading into the store and removing from it are not served: the generic 404.
+        generic = capture("11_post_models_load_unknown").json()
+        assert client.post("/models", json={"model": "owner/name"}).json() == generic
+        assert client.delete("/models", params={"model": "alpha"}).json() == generic
         refusal(client.post("/v1/chat/completions", json={**CHAT, "model": "gamma"}), 400, "model is not loaded")
         # ?autoload=1 turns autoload on for one request.
         assert client.post("/v1/chat/completions", params={"autoload": "1"},

@@ -1,0 +1,173 @@
+"""The router's model pool over real tiny checkpoints: shared loads, LRU eviction, draining, failed loads,
+configuration changes, load-on-startup and idle unload."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+
+from mlxd.config import ModelResolved, ResolvedConfig, resolve
+from mlxd.daemon.pool import load_router_model
+from mlxd.daemon.router import ModelPool
+from mlxd.errors import EngineError, InvalidRequest, MlxdError
+
+
+class CountingLoader:
+    """The real loader, counting how often each model is loaded."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    def __call__(self, model: ModelResolved) -> Any:
+        self.calls[model.name] = self.calls.get(model.name, 0) + 1
+        return load_router_model(model)
+
+
+def configure(root: Path, checkpoint: Path, *, presets: str = "", models_max: int = 2,
+              names: tuple[str, ...] = ("alpha", "beta", "gamma")) -> ResolvedConfig:
+    models = root / "models"
+    models.mkdir(exist_ok=True)
+    for name in names:
+        if not (models / name).exists():
+            (models / name).symlink_to(checkpoint, target_is_directory=True)
+    argv = ["--models-dir", str(models), "--models-max", str(models_max)]
+    if presets:
+        (root / "presets.ini").write_text(presets)
+        argv += ["--models-preset", str(root / "presets.ini")]
+    return resolve(argv, {}, read_config_ini=False)
+
+
+def run(body: Callable[[ModelPool], Awaitable[None]], resolved: ResolvedConfig,
+        loader: Callable[[ModelResolved], Any] = load_router_model) -> None:
+    async def main() -> None:
+        pool = ModelPool(resolved, loader)
+        try:
+            await body(pool)
+        finally:
+            await pool.close(0.0)
+
+    asyncio.run(main())
+
+
+def states(pool: ModelPool) -> dict[str, str]:
+    return {e.name: e.state for e in pool.entries()}
+
+
+def test_concurrent_requests_share_one_load_and_the_least_recently_used_is_evicted(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    loader = CountingLoader()
+
+    async def body(pool: ModelPool) -> None:
+        first, second = await asyncio.gather(pool.acquire("alpha", None, touch=True),
+                                             pool.acquire("alpha", None, touch=True))
+        assert first is second and loader.calls == {"alpha": 1}
+        pool.release(first)
+        pool.release(second)
+        pool.release(await pool.acquire("beta", None, touch=True))
+        pool.release(await pool.acquire("alpha", None, touch=True))  # alpha is now the most recently used
+        pool.release(await pool.acquire("beta", None, touch=False))  # a GET does not refresh last use
+        pool.release(await pool.acquire("gamma", None, touch=True))
+        assert states(pool) == {"alpha": "loaded", "beta": "unloaded", "gamma": "loaded"}
+
+    run(body, configure(tmp_path, tiny_checkpoint), loader)
+
+
+def test_refusals_name_the_problem_in_b10621_words(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    async def body(pool: ModelPool) -> None:
+        for name, autoload, message in ((None, None, "model name is missing from the request"),
+                                        ("nope", None, "model 'nope' not found"),
+                                        ("alpha", False, "model is not loaded")):
+            with pytest.raises(InvalidRequest, match=message):
+                await pool.acquire(name, autoload, touch=True)
+        with pytest.raises(InvalidRequest, match="model is not running"):
+            await pool.unload("alpha")
+        await pool.load("alpha", wait=True)
+        with pytest.raises(InvalidRequest, match="model is already running"):
+            await pool.load("alpha")
+        assert states(pool)["alpha"] == "loaded"
+
+    run(body, configure(tmp_path, tiny_checkpoint))
+
+
+def test_a_failed_load_is_recorded_and_touches_no_other_model(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    broken = tmp_path / "models" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{not json")
+    loader = CountingLoader()
+
+    async def body(pool: ModelPool) -> None:
+        alpha = await pool.acquire("alpha", None, touch=True)
+        pool.release(alpha)
+        with pytest.raises(EngineError, match="model name=broken failed to load"):
+            await pool.acquire("broken", None, touch=True)
+        entry = next(e for e in pool.entries() if e.name == "broken")
+        assert entry.state == "failed" and entry.error
+        assert states(pool)["alpha"] == "loaded" and next(e for e in pool.entries() if e.name == "alpha").served \
+            is alpha
+        with pytest.raises(EngineError):  # a later request tries again
+            await pool.acquire("broken", None, touch=True)
+        assert loader.calls["broken"] == 2
+
+    run(body, configure(tmp_path, tiny_checkpoint, names=("alpha",)), loader)
+
+
+def test_an_evicted_model_drains_the_requests_holding_it(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    async def body(pool: ModelPool) -> None:
+        alpha = await pool.acquire("alpha", None, touch=True)
+        loading = asyncio.get_running_loop().create_task(pool.acquire("beta", None, touch=True))
+        while states(pool)["alpha"] != "draining":
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)
+        assert not loading.done() and states(pool)["beta"] == "unloaded"  # the held model is still draining
+        pool.release(alpha)
+        pool.release(await loading)
+        assert states(pool) == {"alpha": "unloaded", "beta": "loaded"}
+
+    run(body, configure(tmp_path, tiny_checkpoint, models_max=1, names=("alpha", "beta")))
+
+
+def test_a_configuration_change_unloads_only_models_whose_definition_changed(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    before = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 512\n[beta]\nctx-size = 512\n")
+    after = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 512\n[beta]\nctx-size = 1024\n",
+                      names=("alpha", "beta", "gamma", "delta"))
+
+    async def body(pool: ModelPool) -> None:
+        alpha = await pool.acquire("alpha", None, touch=True)
+        pool.release(alpha)
+        pool.release(await pool.acquire("beta", None, touch=True))
+        await pool.apply(after)
+        assert states(pool) == {"alpha": "loaded", "beta": "unloaded", "gamma": "unloaded", "delta": "unloaded"}
+        assert next(e for e in pool.entries() if e.name == "alpha").served is alpha
+        assert next(e for e in pool.entries() if e.name == "beta").spec.config.ctx_size == 1024
+
+    run(body, before)
+
+
+def test_load_on_startup_and_idle_unload(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    presets = "[alpha]\nload-on-startup = true\nsleep-idle-seconds = 1\n[beta]\nload-on-startup = true\n"
+
+    async def body(pool: ModelPool) -> None:
+        await pool.start()
+        assert states(pool) == {"alpha": "loaded", "beta": "loaded", "gamma": "unloaded"}
+        deadline = time.monotonic() + 30
+        while states(pool)["alpha"] != "unloaded" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert states(pool) == {"alpha": "unloaded", "beta": "loaded", "gamma": "unloaded"}
+
+    run(body, configure(tmp_path, tiny_checkpoint, presets=presets))
+
+
+def test_more_load_on_startup_models_than_models_max_is_an_error(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    presets = "[alpha]\nload-on-startup = true\n[beta]\nload-on-startup = true\n"
+
+    async def body(pool: ModelPool) -> None:
+        with pytest.raises(MlxdError, match="more than --models-max 1"):
+            await pool.start()
+        assert set(states(pool).values()) == {"unloaded"}
+
+    run(body, configure(tmp_path, tiny_checkpoint, presets=presets, models_max=1, names=("alpha", "beta")))
