@@ -137,6 +137,42 @@ class Controller:
         return await self.change(build, trigger=trigger, dry_run=dry_run, if_match=if_match,
                                  new_overrides=overrides)
 
+    # -- LoRA scales: live state of the loaded model ---------------------------------------------------------
+    def lora_state(self) -> list[dict[str, Any]]:
+        """The served model's adapters with their server-wide scales: ``[{"id", "path", "scale"}]``."""
+        model = self.serving.model
+        return model.worker.lora_adapters() if model is not None else []
+
+    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> ChangeResult:
+        """Replace the served model's server-wide LoRA scales; adapters not listed get 0 (b10621's rule).
+
+        Scales are live state of the loaded model, not configuration: the config hash stays, a change bumps the
+        generation and is a ``committed`` event with ``changed == ["lora-scales"]``, and a model reload starts
+        again from ``--lora-scaled`` / ``--lora-init-without-apply`` (put scales there to keep them). An unknown
+        id or a non-finite scale is refused and changes nothing. Requests already submitted keep their scales.
+        """
+        async with self.lock:
+            model = self.serving.model
+            if model is None:
+                return self._refuse(trigger, "no model is loaded: LoRA scales belong to a loaded model", False)
+            lora = model.worker.lora
+            try:
+                full = lora.check(scales)
+            except MlxdError as exc:
+                return self._refuse(trigger, str(exc), False)
+            if tuple(full.values()) == lora.scales:
+                log.info("%s: LoRA scales unchanged (generation %d)", trigger, self.generation)
+                return ChangeResult(False, self.generation, self.resolved.config_hash, (), self.pending_restart)
+            model.worker.set_lora_scales(full)
+            self.generation += 1
+            self.last_error = None
+            self.events.publish("committed", generation=self.generation, config_hash=self.resolved.config_hash,
+                                trigger=trigger, changed=["lora-scales"], lora=self.lora_state())
+            log.info("%s: LoRA scales %s, generation %d", trigger,
+                     ", ".join(f"{i}={s:g}" for i, s in full.items()), self.generation)
+            return ChangeResult(True, self.generation, self.resolved.config_hash, ("lora-scales",),
+                                self.pending_restart)
+
     # -- the path ---------------------------------------------------------------------------------------------
     async def change(self, build: Callable[[], ResolvedConfig], *, trigger: str, dry_run: bool = False,
                      if_match: str | None = None, new_overrides: dict[str, Any] | None = None) -> ChangeResult:
