@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
-from mlxd.daemon.logs import configure_logging
+from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.notify import Notifier
 from mlxd.errors import AdminError, MlxdError
 
@@ -216,10 +216,12 @@ class Controller:
 
     def model_state(self, name: str, state: str, error: str | None = None) -> None:
         """Record a model's state (loading, loaded, draining, unloaded, failed) and publish it as an event."""
+        name, error = redact(name), (redact(error) if error else None)
         self.model_states[name] = (state, error)
         self.events.publish("model", name=name, state=state, **({"error": error} if error else {}))
 
     def _refuse(self, trigger: str, message: str, dry_run: bool) -> ChangeResult:
+        message = redact(message)  # it is shown by status, events and the admin API, not only logged
         if not dry_run:
             self.last_error = LastError(trigger, message)
             self.events.publish("refused", trigger=trigger, error=message, generation=self.generation)

@@ -58,6 +58,7 @@ def test_patch_is_an_admin_override_and_bumps_the_generation(daemon: tuple[Runni
         config = client.get("/v1/config")
         option = config.json()["options"]["temperature"]
         assert option == {"value": 0.25, "source": "admin"}
+        assert config.json()["options"]["log-file"] == {"value": None, "source": "default"}
         assert config.headers["etag"].strip('"') == config.json()["etag"]
         after = client.get("/v1/status").json()
         assert after["generation"] == before["generation"] + 1

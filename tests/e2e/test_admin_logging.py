@@ -67,8 +67,9 @@ def test_every_secret_is_redacted_from_every_line(daemon: tuple[RunningServer, P
         assert refused.status_code == 422
         client.get(f"/v1/{every}")
         client.patch("/v1/config", json={"alias": f"{every}", "n-predict": "x"})
-        shown = client.get("/v1/config").text
-        assert not [name for name, secret in SECRETS.items() if secret in shown]
+        shown = client.get("/v1/config").text + client.get("/v1/status").text + refused.text
+        assert not [name for name, secret in SECRETS.items() if secret in shown], [
+            shown[max(0, shown.find(v) - 300):shown.find(v) + 50] for v in SECRETS.values() if v in shown]
     with running.client() as public:
         public.get("/health", headers={"Authorization": f"Bearer {SECRETS['api-key']}"})
         public.get(f"/{every}")

@@ -35,7 +35,10 @@ async def get_config(request: Request) -> HTTPResponse:
     data = explain_data(controller.resolved)
     body = ConfigResponse(generation=controller.generation, config_hash=controller.resolved.config_hash,
                           etag=controller.etag, overrides=redacted_overrides(controller.overrides), **data)
-    return json_response(body.model_dump(exclude_none=True), headers={"ETag": f'"{controller.etag}"'})
+    payload = body.model_dump()
+    if payload["models"] is None:
+        del payload["models"]
+    return json_response(payload, headers={"ETag": f'"{controller.etag}"'})
 
 
 @bp.put("/v1/config", ctx_kind="write")
