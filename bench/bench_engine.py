@@ -6,14 +6,15 @@ Measures, greedy, in one process (no HTTP):
 - time to first token for a 1024-token prefix, cold and from the prompt cache;
 - one stream: decode tokens/s of ``mlx_lm.stream_generate`` and of the worker (from first to last token), and
   prefill tokens/s of both on a ``--prompt``-token prompt;
-- aggregate decode tokens/s with 1/4/8/16 concurrent requests through the worker (as many slots as streams), and
-  of mlx-lm's own ``batch_generate`` on the same prompts as a reference.
+- aggregate tokens/s and p50/p95 time to first token with 1/4/8/16 concurrent requests through the worker (as
+  many slots as streams, read by one asyncio loop), and mlx-lm's own ``batch_generate`` on the same prompts.
 Prints one JSON document. Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -83,18 +84,31 @@ def worker_ttft(worker: ModelWorker, prompt: list[int], cache: bool) -> float:
     return ttft
 
 
-def worker_aggregate(worker: ModelWorker, prompts: list[list[int]], n: int) -> float:
-    t0 = time.perf_counter()
-    handles = [
-        worker.submit(GenerationRequest(prompt_tokens=p, sampling=GREEDY, n_predict=n, cache_prompt=False))
-        for p in prompts
-    ]
-    total = 0
-    for handle in handles:
-        event = handle.result()
-        assert isinstance(event, FinalEvent), event
-        total += len(event.tokens)
-    return total / (time.perf_counter() - t0)
+def worker_aggregate(worker: ModelWorker, prompts: list[list[int]], n: int) -> tuple[float, float, float]:
+    """(aggregate tokens/s, p50 and p95 seconds to first token) for concurrent requests read by one event loop."""
+
+    async def run() -> tuple[float, float, float]:
+        t0 = time.perf_counter()
+        handles = [
+            worker.submit(GenerationRequest(prompt_tokens=p, sampling=GREEDY, n_predict=n, cache_prompt=False))
+            for p in prompts
+        ]
+
+        async def read(handle: Any) -> tuple[int, float]:
+            first = 0.0
+            async for event in handle:
+                if isinstance(event, TokenEvent) and not first:
+                    first = time.perf_counter() - t0
+                elif isinstance(event, FinalEvent):
+                    return len(event.tokens), first
+            raise RuntimeError("the request failed")
+
+        done = await asyncio.gather(*(read(h) for h in handles))
+        elapsed = time.perf_counter() - t0
+        ttft = sorted(t for _, t in done)
+        return sum(k for k, _ in done) / elapsed, ttft[len(ttft) // 2], ttft[min(len(ttft) - 1, int(0.95 * len(ttft)))]
+
+    return asyncio.run(run())
 
 
 def mlx_lm_aggregate(loaded: Any, prompts: list[list[int]], n: int) -> float:
@@ -161,12 +175,17 @@ def main(argv: list[str]) -> int:
         worker.start()
         try:
             worker_aggregate(worker, prompts, 8)  # warm-up
-            ours_tps = max(worker_aggregate(worker, prompts, args.tokens) for _ in range(args.repeat))
+            ours = max((worker_aggregate(worker, prompts, args.tokens) for _ in range(args.repeat)), key=lambda r: r[0])
         finally:
             worker.stop(0)
         mlx_lm_aggregate(loaded, prompts, 8)
         theirs = max(mlx_lm_aggregate(loaded, prompts, args.tokens) for _ in range(args.repeat))
-        aggregate[str(n)] = {"mlxd": ours_tps, "mlx_lm_batch_generate": theirs}
+        aggregate[str(n)] = {
+            "mlxd": ours[0],
+            "mlxd_ttft_p50_s": ours[1],
+            "mlxd_ttft_p95_s": ours[2],
+            "mlx_lm_batch_generate": theirs,
+        }
     result["aggregate_tps"] = aggregate
     print(json.dumps(result, indent=2))
     return 0
