@@ -44,6 +44,20 @@ def default_socket_path(env: Mapping[str, str] | None = None) -> str:
     return f"/tmp/mlxd-{os.geteuid()}/admin.sock"
 
 
+def client_default(env: Mapping[str, str] | None = None) -> str:
+    """The socket ``mlxd admin`` talks to by default: the first default location that holds a socket (a root shell's
+    XDG_RUNTIME_DIR is not the service's), else this user's default."""
+    env = os.environ if env is None else env
+    candidates = [default_socket_path(env), "/run/mlxd/admin.sock", f"/tmp/mlxd-{os.geteuid()}/admin.sock"]
+    for path in candidates:
+        try:
+            if stat.S_ISSOCK(os.stat(path).st_mode):
+                return path
+        except OSError:
+            continue
+    return candidates[0]
+
+
 def parse(text: str | None, env: Mapping[str, str] | None = None) -> AdminAddress:
     """``unix:PATH``, a path ending in ``.sock``, or ``HOST:PORT`` (``[::1]:PORT`` for IPv6); None is the default."""
     if not text:

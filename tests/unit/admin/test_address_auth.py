@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.admin.address import AdminAddress, default_socket_path, parse, prepare_socket_dir, socket_in_use
+from mlxd.admin.address import (AdminAddress, client_default, default_socket_path, parse, prepare_socket_dir,
+                                 socket_in_use)
 from mlxd.admin.auth import check_bearer, read_token
 from mlxd.admin.listener import admin_endpoint
 from mlxd.config import resolve
@@ -94,3 +95,16 @@ def test_check_bearer_accepts() -> None:
     check_bearer("Bearer tok-1234", "tok-1234")
     check_bearer("bearer tok-1234", "tok-1234")
     check_bearer(None, None)  # a Unix socket without a token: the file mode guards it
+
+
+def test_the_client_finds_the_service_socket(tmp_path: Path) -> None:
+    runtime = tmp_path / "runtime"
+    assert client_default({"XDG_RUNTIME_DIR": str(runtime)}) in (
+        str(runtime / "mlxd" / "admin.sock"), "/run/mlxd/admin.sock", f"/tmp/mlxd-{os.geteuid()}/admin.sock")
+    (runtime / "mlxd").mkdir(parents=True)
+    live = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        live.bind(str(runtime / "mlxd" / "admin.sock"))
+        assert client_default({"XDG_RUNTIME_DIR": str(runtime)}) == str(runtime / "mlxd" / "admin.sock")
+    finally:
+        live.close()
