@@ -108,17 +108,13 @@ def sampling_vocab(model: ServedModel) -> _Vocab:
     return vocab
 
 
-def lora_scales(opts: NativeOptions, state: ServingState) -> dict[int, float] | None:
-    """Per-request adapter scales: listed adapters get their scale, every other adapter 0 (b10621's rule)."""
-    if opts.lora is None:
+def lora_scales(opts: NativeOptions) -> dict[int, float] | None:
+    """Per-request adapter scales as listed (a later entry for an id wins); None when the field is absent or
+    empty, since b10621 then applies the server-wide scales. The worker gives adapters not listed 0 and ignores
+    ids no adapter has, as b10621's ``construct_lora_list`` does."""
+    if not opts.lora:
         return None
-    n_adapters = len(config_value(state, "lora", [])) + len(config_value(state, "lora_scaled", []))
-    scales = {i: 0.0 for i in range(n_adapters)}
-    for entry in opts.lora:
-        if not 0 <= entry.id < n_adapters:
-            raise InvalidRequest("invalid adapter id")
-        scales[entry.id] = entry.scale
-    return scales
+    return {entry.id: entry.scale for entry in opts.lora}
 
 
 @dataclass
@@ -255,7 +251,7 @@ def _request(p: Plan, tokens: list[int], state: ServingState) -> GenerationReque
         n_discard=p.opts.n_discard,
         n_indent=p.opts.n_indent,
         t_max_predict_ms=max(0, p.opts.t_max_predict_ms),
-        lora=lora_scales(p.opts, state),
+        lora=lora_scales(p.opts),
         display_params=p.display or slot_params(generation_settings(p)),
         constraint=p.constraint,
     )

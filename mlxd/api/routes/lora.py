@@ -1,23 +1,23 @@
-"""``GET /lora-adapters`` (the loaded adapters and their scales) and ``POST /lora-adapters``.
+"""``GET /lora-adapters`` (the loaded adapters and their scales) and ``POST /lora-adapters`` (set them).
 
-Changing scales at run time goes through the reconcile path (the admin API); until it is wired here, ``POST``
-refuses with 501 rather than pretending to apply a change.
+A ``POST`` changes scales through the daemon's reconcile controller, the same path as the admin API's
+``/v1/lora``: it is one committed change with its generation and event. Requests already admitted keep the
+scales they started with.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api.body import json_body
-from mlxd.api.context import served_model
+from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.errors import InvalidRequest, NotSupported
+from mlxd.errors import InvalidRequest
 
 bp = Blueprint("lora")
-
-POST_UNAVAILABLE = "This server does not support changing LoRA adapter scales at run time yet (mlxd: deferred)"
 
 
 def adapters(model: Any) -> list[dict[str, Any]]:
@@ -43,6 +43,35 @@ async def get_lora_adapters(request: Request) -> HTTPResponse:
 
 @bp.post("/lora-adapters")
 async def post_lora_adapters(request: Request) -> HTTPResponse:
-    if not isinstance(json_body(request), list):
+    body = json_body(request)
+    if not isinstance(body, list):
         raise InvalidRequest("Request body must be an array")
-    raise NotSupported(POST_UNAVAILABLE)
+    model = served_model(request)
+    n_adapters = len(model.worker.lora_adapters())
+    # b10621 replaces the server-wide scales: adapters not listed get 0, ids no adapter has are ignored.
+    scales = {i: s for i, s in parse_lora_request(body).items() if 0 <= i < n_adapters}
+    controller = serving(request).controller
+    if controller is None:  # the app without its daemon (no reconcile path to go through)
+        model.worker.set_lora_scales(scales)
+    else:
+        result = await controller.set_lora_scales(scales, trigger="api:lora-adapters")
+        if result.error:
+            raise InvalidRequest(result.error)
+    return json_response({"success": True})
+
+
+def parse_lora_request(entries: list[Any]) -> dict[int, float]:
+    """``[{"id", "scale"}]`` read as b10621 reads it: a missing or unreadable id is -1, a missing or unreadable
+    scale 0.0, and a later entry for the same id wins."""
+    scales: dict[int, float] = {}
+    for entry in entries:
+        scales[int(_number(entry, "id", -1))] = float(_number(entry, "scale", 0.0))
+    return scales
+
+
+def _number(entry: Any, key: str, default: float) -> float:
+    # nlohmann's get<int>/get<float> accept booleans and both number kinds; anything else falls back to default.
+    value = entry.get(key) if isinstance(entry, dict) else None
+    if isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return default
