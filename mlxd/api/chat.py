@@ -86,9 +86,12 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
     reasoning_format = body.get("reasoning_format")
     if reasoning_format is not None and not isinstance(reasoning_format, str):
         raise InvalidRequest("Field 'reasoning_format': must be a string")
+    options = chat_options(state, model)
+    if isinstance(body.get("continue_final_message"), bool):
+        options = dataclasses.replace(options, prefill_assistant=body["continue_final_message"])
     try:
         prompt = apply_chat_template(
-            template(model), messages, options=chat_options(state, model), tools=body.get("tools"),
+            template(model), messages, options=options, tools=body.get("tools"),
             tool_choice=body.get("tool_choice", "auto"), chat_template_kwargs=kwargs,
             reasoning_format=reasoning_format,
         )

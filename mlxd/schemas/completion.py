@@ -79,7 +79,6 @@ NOT_YET: dict[str, tuple[Any, str]] = {
     "reasoning_budget_end_tags": (None, "a per-request reasoning budget is not implemented"),
     "reasoning_budget_end_tag": (None, "a per-request reasoning budget is not implemented"),
     "reasoning_budget_message": (None, "a per-request reasoning budget is not implemented"),
-    "continue_final_message": (None, "continuing the final message is governed by --prefill-assistant"),
     "echo": (False, "echoing the prefilled assistant message is not implemented"),
 }
 
@@ -91,6 +90,11 @@ def refuse_not_yet(body: Mapping[str, Any]) -> None:
         if value is None or value == inert:
             continue
         raise FieldError(f"Field '{name}' is not supported yet: {reason}; omit it or send {json.dumps(inert)}")
+    # A continuation spec (an object) is not supported; true/false choose whether a final assistant message is
+    # continued (mlxd.api.chat), and are inert outside the chat routes, as upstream.
+    if body.get("continue_final_message") is not None and not isinstance(body["continue_final_message"], bool):
+        raise FieldError("Field 'continue_final_message': only true or false are supported; a continuation "
+                         "spec is not")
 
 
 def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:

@@ -252,3 +252,15 @@ def test_reasoning_content_in_every_shape(client: httpx.Client) -> None:
     response = client.post("/v1/responses", json={"input": "hi", "max_output_tokens": 30, "grammar": THINKING}).json()
     assert [i["type"] for i in response["output"]] == ["reasoning", "message"]
     assert response["output"][0]["content"][0]["text"] == "plan it"
+
+
+def test_continue_final_message(client: httpx.Client) -> None:
+    messages = HELLO + [{"role": "assistant", "content": "Once upon"}]
+    # Prefilling is refused with thinking on (b10621's rule), and the synthetic template thinks by default.
+    body = {"messages": messages, "max_tokens": 1, "temperature": 0,
+            "chat_template_kwargs": {"enable_thinking": False}}
+    continued = client.post("/v1/chat/completions/input_tokens", json={**body, "continue_final_message": True})
+    closed = client.post("/v1/chat/completions/input_tokens", json={**body, "continue_final_message": False})
+    assert continued.status_code == closed.status_code == 200
+    assert continued.json()["input_tokens"] < closed.json()["input_tokens"]  # no end-of-turn and new turn
+    assert client.post("/v1/chat/completions", json={**body, "continue_final_message": True}).status_code == 200

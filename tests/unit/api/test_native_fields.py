@@ -46,7 +46,7 @@ def test_upstream_wording(body: dict, message: str) -> None:
 
 @pytest.mark.parametrize("field,value", [
     ("return_progress", True), ("reasoning_budget_tokens", 10), ("reasoning_control", True), ("echo", True),
-    ("continue_final_message", True), ("n_cache_reuse", 256),
+    ("continue_final_message", {"prefix": "x"}), ("n_cache_reuse", 256),
 ])
 def test_features_not_built_are_refused(field: str, value: object) -> None:
     with pytest.raises(InvalidRequest) as caught:
@@ -55,7 +55,7 @@ def test_features_not_built_are_refused(field: str, value: object) -> None:
 
 
 @pytest.mark.parametrize("field,value", [("return_progress", False), ("reasoning_budget_tokens", -1),
-                                         ("echo", False), ("continue_final_message", None)])
+                                         ("echo", False), ("continue_final_message", True)])
 def test_inert_values_are_accepted(field: str, value: object) -> None:
     read_native_options({field: value}, DEFAULTS)
 
