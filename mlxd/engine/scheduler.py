@@ -350,6 +350,9 @@ class Scheduler:
             if not len(batch):
                 return
         assert batch.tokens is not None
+        self._steps += 1
+        if self._steps % 512 == 0:
+            mx.clear_cache()  # as mlx_lm's batch generator: keep the buffer cache from only growing
         logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
         done: list[int] = []
         if pipelined:

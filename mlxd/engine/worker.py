@@ -260,6 +260,8 @@ class ModelWorker:
                 except Exception:  # a bug in the loop itself: fail what runs, keep serving
                     log.exception("scheduler step failed")
                     self.scheduler.cancel_all("internal error in the model worker")
+                if self.scheduler.idle:
+                    mx.clear_cache()  # give MLX's buffer cache back between bursts, as mlx_lm does
 
 
 class Constraints:
