@@ -81,8 +81,9 @@ def test_per_request_lora_and_b10621s_resolution_rule(start_server: Start, adapt
         assert complete(client, lora=[{"id": 1, "scale": 0.5}, {"id": 0, "scale": 0.5}]) not in (base, one)
         assert complete(client, lora=[{"id": 7, "scale": 1.0}]) == base  # unknown ids are ignored, others 0
         assert complete(client, lora=[{"id": 0, "scale": 0.1}, {"id": 0, "scale": 0.5}]) == one  # the later wins
-        refused = client.post("/completion", json={"prompt": PROMPT, "n_predict": 2, "lora": {"id": 0}})
-        assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
+        for bad in ({"id": 0}, ["x"], [{"id": 0, "scale": "1"}]):  # b10621 reads the last two as scale 0
+            refused = client.post("/completion", json={"prompt": PROMPT, "n_predict": 2, "lora": bad})
+            assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
 
         # POST: a non-array is refused; entries are read leniently, as b10621's json_value reads them.
         refused = client.post("/lora-adapters", json={"id": 0, "scale": 1})
