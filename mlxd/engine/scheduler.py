@@ -82,6 +82,7 @@ class Scheduler:
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
+        self._steps = 0
 
     @property
     def idle(self) -> bool:
