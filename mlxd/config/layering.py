@@ -116,15 +116,24 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
 
 
 def _scan_models_dir(setting: Setting, problems: list[ConfigProblem], warnings: list[str]) -> dict[str, str]:
-    """Each subdirectory of --models-dir is a model named after it (an MLX checkpoint directory)."""
+    """Each subdirectory of --models-dir holding a config.json is a model named after it (an MLX checkpoint
+    directory). A symlink that leads outside the directory is skipped: the directory is what the operator vouched
+    for."""
     root = Path(setting.value)
     if not root.is_dir():
         problems.append(ConfigProblem("models-dir", setting.source, "not a directory", value=setting.value))
         return {}
+    real_root = root.resolve()
     found = {}
     for child in sorted(root.iterdir()):
-        if child.is_dir() and not child.name.startswith("."):
+        if child.name.startswith("."):
+            continue
+        if child.is_symlink() and not child.resolve().is_relative_to(real_root):
+            warnings.append(f"{setting.source}: skipped {child.name}: a symlink that leads outside {root}")
+        elif child.is_dir() and (child / "config.json").is_file():
             found[child.name] = str(child)
+        elif child.is_dir():
+            warnings.append(f"{setting.source}: skipped {child.name}: no config.json (not an MLX checkpoint)")
         elif child.suffix.lower() == ".gguf":
             warnings.append(f"{setting.source}: skipped {child.name}: GGUF files cannot be loaded by MLX")
     return found

@@ -258,8 +258,9 @@ def test_router_reserved_cli_flags_are_not_overlaid(resolve_in, tmp_path: Path):
 
 def test_models_dir_below_preset_section(resolve_in, tmp_path: Path):
     # rule 2.9: cache < models-dir < preset; a preset section merges key by key
-    (tmp_path / "models/qwen").mkdir(parents=True)
-    (tmp_path / "models/other").mkdir(parents=True)
+    for name in ("qwen", "other"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / "config.json").write_text("{}")
     ini = write(tmp_path / "p.ini", "[qwen]\nctx-size = 64\n")
     resolved = resolve_in(["--models-dir", str(tmp_path / "models"), "--models-preset", ini],
                           store_models={"other": "/store/other", "cached": "/store/cached"})

@@ -4,6 +4,7 @@ configuration changes, load-on-startup and idle unload."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -33,7 +34,7 @@ def configure(root: Path, checkpoint: Path, *, presets: str = "", models_max: in
     models.mkdir(exist_ok=True)
     for name in names:
         if not (models / name).exists():
-            (models / name).symlink_to(checkpoint, target_is_directory=True)
+            shutil.copytree(checkpoint, models / name)
     argv = ["--models-dir", str(models), "--models-max", str(models_max)]
     if presets:
         (root / "presets.ini").write_text(presets)
