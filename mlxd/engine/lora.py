@@ -95,7 +95,7 @@ class LoraSet:
     def scales(self) -> tuple[float, ...]:
         return self._server
 
-    def list(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[dict[str, Any]]:
         """``[{"id", "path", "scale"}]`` with the server-wide scales, b10621's ``GET /lora-adapters`` order."""
         scales = self._server
         return [{"id": a.id, "path": a.path, "scale": scales[a.id]} for a in self.adapters]

@@ -137,7 +137,7 @@ class ModelWorker:
     # -- LoRA ---------------------------------------------------------------------------------------------------
     def lora_adapters(self) -> list[dict[str, Any]]:
         """The attached adapters with their server-wide scales: ``[{"id", "path", "scale"}]``."""
-        return self.lora.list()
+        return self.lora.entries()
 
     def set_lora_scales(self, scales: dict[int, float]) -> None:
         """Replace the server-wide scales (unlisted adapters 0); requests submitted from now on use them."""

@@ -111,9 +111,9 @@ def test_two_adapters_add(tiny_model, tiny_checkpoint, adapters, adapted) -> Non
 
 def test_server_wide_scales_follow_b10621s_rule(adapted) -> None:
     _, lora = adapted(1.0, 0.5)
-    assert [e["scale"] for e in lora.list()] == [1.0, 0.5]
+    assert [e["scale"] for e in lora.entries()] == [1.0, 0.5]
     lora.set_scales({1: 2.0})  # unlisted adapters go to 0
-    assert lora.list() == [{"id": 0, "path": lora.adapters[0].path, "scale": 0.0},
+    assert lora.entries() == [{"id": 0, "path": lora.adapters[0].path, "scale": 0.0},
                            {"id": 1, "path": lora.adapters[1].path, "scale": 2.0}]
     with pytest.raises(InvalidRequest, match="invalid adapter id 2"):
         lora.set_scales({2: 1.0})
