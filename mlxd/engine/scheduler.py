@@ -230,6 +230,7 @@ class Scheduler:
                 budget -= self._prefill_together(group, finished)
             except Exception as exc:
                 log.exception("prompt processing failed")
+                finished.clear()
                 for slot in group:
                     self._drop(slot, f"prompt processing failed: {exc}")
         for slot in list(self.prefilling):
