@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import mlx.core as mx
+import mlx.nn as nn
 import pytest
 from mlx.utils import tree_unflatten
 
@@ -211,3 +212,19 @@ def test_adapters_that_cannot_be_served_are_refused(tiny_checkpoint, adapters, t
         with pytest.raises(EngineError, match=message):
             attach_adapters(model, [AdapterSpec(path)])
     assert not any(isinstance(m, MultiLoRALinear) for _, m in model.named_modules())  # nothing half-applied
+
+
+def test_quantized_bases_match_mlx_lms_lora_layer(tmp_path, adapters) -> None:
+    from mlx_lm.tuner.utils import load_adapters
+
+    from mlxd.engine import synth
+
+    checkpoint = synth.make_checkpoint(tmp_path / "q8", quantize=8)
+    ours = load_model(checkpoint)
+    attach_adapters(ours.model, [AdapterSpec(str(adapters[0]), 1.0)])
+    reference = load_model(checkpoint).model
+    load_adapters(reference, str(adapters[0]))  # mlx-lm's own LoRALinear over the QuantizedLinear, unfused
+    prompt = list(ours.tokenizer.encode(PROMPTS[0]))
+    layer = next(m for _, m in ours.model.named_modules() if isinstance(m, MultiLoRALinear))
+    assert isinstance(layer.linear, nn.QuantizedLinear)
+    assert mx.allclose(logits(ours.model, prompt), logits(reference, prompt), atol=1e-5, rtol=1e-5).item()
