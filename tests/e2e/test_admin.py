@@ -136,14 +136,14 @@ def test_logging_options_show_and_change(daemon: tuple[RunningServer, Path]) -> 
     assert mlxd_admin(sock, "logging", "log-prefix=false").returncode == 0
 
 
-def test_lora_scales_are_refused_honestly(daemon: tuple[RunningServer, Path]) -> None:
+def test_lora_scales_without_adapters(daemon: tuple[RunningServer, Path]) -> None:
     _, sock = daemon
     with admin(sock) as client:
         assert client.get("/v1/lora").json()["adapters"] == []
         answer = client.put("/v1/lora", json={"0": 0.5})
-        assert answer.status_code == 501 and answer.json()["error"]["code"] == "not_available"
+        assert answer.status_code == 404 and answer.json()["error"]["code"] == "unknown_adapter"
     done = mlxd_admin(sock, "lora", "adapter=0.5")
-    assert done.returncode == 1 and "not_available" in done.stderr
+    assert done.returncode == 1 and "unknown_adapter" in done.stderr
 
 
 def test_unload_and_load_the_model(daemon: tuple[RunningServer, Path], tiny_checkpoint: Path) -> None:

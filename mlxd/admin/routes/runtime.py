@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -43,20 +44,37 @@ async def put_logging(request: Request) -> HTTPResponse:
 
 @bp.get("/v1/lora", ctx_kind="read")
 async def get_lora(request: Request) -> HTTPResponse:
-    model = request.app.ctx.host.serving.model
-    listed = getattr(model.worker, "lora_adapters", None) if model is not None else None
-    entries = listed() if callable(listed) else []
-    adapters = [{"id": i, "path": str(a.get("path", "")), "scale": float(a.get("scale", 0.0))}
-                for i, a in enumerate(entries)]
+    host = request.app.ctx.host
+    model = host.serving.model
+    adapters = [{"id": a["id"], "path": str(a["path"]), "scale": float(a["scale"])}
+                for a in host.controller.lora_state()]
     return json_response(LoraResponse.model_validate({"model": model.name if model else None,
                                                       "adapters": adapters}).model_dump())
 
 
+def _adapter_id(entries: list[dict[str, Any]], key: str) -> int:
+    """An adapter named by its id, its path, or its directory's name."""
+    for entry in entries:
+        path = str(entry["path"])
+        if key in (str(entry["id"]), path, os.path.basename(path.rstrip("/"))):
+            return int(entry["id"])
+    raise AdminError("unknown_adapter", f"no LoRA adapter {key!r} is loaded "
+                     f"({', '.join(str(e['path']) for e in entries) or 'none'})", 404)
+
+
 @bp.put("/v1/lora", ctx_kind="write")
 async def put_lora(request: Request) -> HTTPResponse:
-    """``{"ADAPTER_PATH_OR_ID": SCALE, ...}``. Runtime scales need the engine's unfused adapters, which this
-    build does not have; refusing is better than reloading the model behind the caller's back."""
-    json_object(request)
-    raise AdminError("not_available", "changing LoRA scales at run time is not available in this build; set "
-                     "--lora-scaled in the configuration (PATCH /v1/config) to reload the model with new scales",
-                     501)
+    """``{"ID_OR_PATH_OR_NAME": SCALE, ...}``: adapters not named keep their scale. Scales are live state of the
+    loaded model (a new generation, the config hash unchanged); a request already admitted keeps its scales."""
+    controller = request.app.ctx.host.controller
+    expected = if_match(request)
+    if expected is not None and expected.strip('"') != controller.etag:
+        raise AdminError("conflict", f"the configuration changed (etag {controller.etag}); re-read and retry", 412)
+    entries = controller.lora_state()
+    scales = {int(e["id"]): float(e["scale"]) for e in entries}
+    for key, scale in json_object(request).items():
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise AdminError("invalid_body", f"the scale of {key!r} must be a number")
+        scales[_adapter_id(entries, key)] = float(scale)
+    result = await controller.set_lora_scales(scales, trigger="admin:lora")
+    return change_response(result, controller)
