@@ -183,3 +183,17 @@ def test_context_shift_is_refused_for_positions_it_cannot_move() -> None:
     alibi = SimpleNamespace(layers=[SimpleNamespace(self_attn=SimpleNamespace(rope=None))])
     with pytest.raises(EngineError, match="--context-shift is not supported for odd: .*not plain RoPE"):
         ModelWorker(SimpleNamespace(model=alibi, name="odd"), WorkerSettings(context_shift=True))
+
+
+def test_stop_drains_then_ends_what_is_left(tiny_model, make_worker) -> None:
+    from mlxd.errors import Unavailable
+
+    worker = make_worker(parallel=2, ctx_size=16384)  # the endless one cannot reach its context end meanwhile
+    tokens = encode(tiny_model, PROMPTS[0])
+    short = worker.submit(greedy_request(tokens, 8))
+    endless = worker.submit(greedy_request(tokens, -1))
+    worker.stop(drain_timeout=0.5)
+    assert isinstance(short.result(), FinalEvent)
+    assert isinstance(endless.result(), ErrorEvent) and worker.n_in_flight == 0
+    with pytest.raises(Unavailable):
+        worker.submit(greedy_request(tokens, 2))
