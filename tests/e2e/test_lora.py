@@ -139,3 +139,11 @@ def test_scale_changes_under_eight_streams_lose_nothing(start_server: Start, ada
         assert not failures, failures[:3]
         # Every stream is one state's output from end to end: no generation saw a change mid-way.
         assert set(outcomes) <= set(states.values()) and len(set(outcomes)) == 2
+
+
+def test_an_adapter_that_cannot_be_served_stops_startup(start_server: Start, tmp_path: Path) -> None:
+    for args, message in ((["--lora", str(tmp_path / "missing")], "no such directory"),
+                          (["--lora", str(tmp_path / "a.gguf")], "GGUF adapters are llama.cpp's format"),
+                          (["--lora-scaled", f"{tmp_path}:x"], "expected FNAME:SCALE")):
+        with pytest.raises(RuntimeError, match=message):
+            start_server(*args, "--admin-listen", f"unix:{short_dir() / 'admin.sock'}")
