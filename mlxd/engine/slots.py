@@ -54,29 +54,30 @@ class Slot:
         return self.seq is not None
 
     def to_json(self, debug: bool = False) -> dict[str, Any]:
-        """The slot as b10621's ``GET /slots`` renders it."""
+        """The slot as b10621's ``GET /slots`` renders it (read from another thread: one snapshot of each field)."""
+        running, last, resident = self.seq, self.last, self.resident
         out: dict[str, Any] = {
             "id": self.id,
             "n_ctx": self.n_ctx,
             "speculative": False,
-            "is_processing": self.is_processing,
+            "is_processing": running is not None,
         }
-        seq = self.seq or self.last
+        seq = running or last
         if seq is None:
             return out
         out["id_task"] = seq.id_task
-        if self.seq is not None:
+        if running is not None:
             out["n_prompt_tokens"] = seq.n_past
         else:
-            out["n_prompt_tokens"] = len(self.resident.tokens) if self.resident else 0
+            out["n_prompt_tokens"] = len(resident.tokens) if resident is not None else 0
         out["n_prompt_tokens_processed"] = seq.n_prompt_processed
         out["n_prompt_tokens_cache"] = seq.n_cache
         out["params"] = dict(seq.request.display_params)
         out["next_token"] = [
             {
-                "has_next_token": seq.has_next_token if self.seq is not None else False,
+                "has_next_token": seq.has_next_token if running is not None else False,
                 "has_new_line": seq.has_new_line,
-                "n_remain": seq.n_remain if self.seq is not None else -1,
+                "n_remain": seq.n_remain if running is not None else -1,
                 "n_decoded": seq.n_decoded,
             }
         ]

@@ -157,7 +157,7 @@ class ModelWorker:
         for slot in self.scheduler.slots.slots:
             entry = slot.to_json(debug)
             if debug and "prompt" in entry:
-                seq = slot.seq or slot.last
+                seq = slot.seq or slot.last  # may have moved on meanwhile: then the later request's prompt
                 if seq is not None:
                     entry["prompt"] = self.loaded.tokenizer.decode(seq.prompt)
             out.append(entry)
