@@ -98,3 +98,15 @@ def test_persist_writes_overrides_into_the_file(daemon: tuple[RunningServer, Pat
         config = client.get("/v1/config").json()
         assert config["overrides"] == {}
         assert config["options"]["top-k"]["source"].startswith(f"toml:{toml}")
+
+
+def test_a_log_option_edit_applies_to_the_next_line(daemon: tuple[RunningServer, Path, Path]) -> None:
+    running, sock, toml = daemon
+    good = toml.read_text()
+    with admin(sock) as client:
+        before = client.get("/v1/status").json()["generation"]
+        _replace(toml, good + "log-prefix = true\n")
+        wait_for(lambda: client.get("/v1/status").json()["generation"] == before + 1, 2.0, "the edit to apply")
+        assert "I mlxd.admin: GET /v1/status -> 200" in running.log()
+        _replace(toml, good)
+        wait_for(lambda: client.get("/v1/status").json()["generation"] == before + 2, 2.0, "the edit to apply")

@@ -108,3 +108,15 @@ def test_log_file_moves_live_and_refuses_a_symlink(daemon: tuple[RunningServer, 
         wait_for(lambda: "GET /v1/status" in _read(moved), 10, "a line in the new log file")
         assert stat.S_IMODE(moved.stat().st_mode) == 0o600
         assert client.put("/v1/logging", json={"log-file": str(log_file)}).status_code == 200
+
+
+def test_log_disable_silences_the_next_line(daemon: tuple[RunningServer, Path, Path]) -> None:
+    _, sock, log_file = daemon
+    with admin(sock, SECRETS["admin-token"]) as client:
+        assert client.put("/v1/logging", json={"log-disable": True}).status_code == 200
+        size = log_file.stat().st_size
+        client.get("/v1/config/nothing-here")
+        assert log_file.stat().st_size == size
+        assert client.put("/v1/logging", json={"log-disable": False}).status_code == 200
+        client.get("/v1/status")
+        wait_for(lambda: log_file.stat().st_size > size, 10, "logging to resume")
