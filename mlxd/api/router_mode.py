@@ -4,11 +4,13 @@ b10621 swaps handlers when it starts as a router: ``GET /models`` and ``/v1/mode
 ``GET /props`` without ``?model=`` describes the router, and every other model route is served by the model the
 request names, ``"model"`` in a POST body or ``?model=`` on a GET (aliases resolve to the canonical name),
 loaded on demand unless autoload is off (``--no-models-autoload``, or ``?autoload=`` per request: ``true`` or
-``1`` turn it on, any other non-empty value off). The model is held until the response starts, so an eviction
+``1`` turn it on, any other non-empty value off). The route then sees that model and its own configuration. The model is held until the response starts, so an eviction
 waits for requests that picked it; its worker then drains what they submitted.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from sanic import HTTPResponse, Request, Sanic
 
@@ -54,7 +56,10 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
         name = requested_model(request)
         if request.method == "GET" and path == "/props" and not name:
             return router_props(state)
-        request.ctx.model = await pool.acquire(name, autoload_param(request), touch=request.method == "POST")
+        model = await pool.acquire(name, autoload_param(request), touch=request.method == "POST")
+        request.ctx.model = model
+        # Routes read options from the serving state: here they are the model's own (its preset's, rule 2.15).
+        request.ctx.serving = replace(state, model=model, config=model.config or state.config)
         return None
 
     async def release(request: Request, response: HTTPResponse) -> None:

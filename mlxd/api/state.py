@@ -29,6 +29,8 @@ class ServedModel:
     chat_template: "ChatTemplate | None"
     sampling_defaults: "SamplingParams"
     loaded_at: float = field(default_factory=time.time)
+    # Router mode: the model's own configuration (preset, models-dir, store); None when the server's applies.
+    config: "Config | None" = None
 
 
 @dataclass

@@ -48,12 +48,13 @@ def load_router_model(model: "ModelResolved") -> "ServedModel":
     explicit = {name for name in model.provenance if model.explicit(name)}
     values = {name: getattr(model.config, tbl.get(name).field) for name in model.provenance}
     served = _serve(model.config, explicit, values, name=model.name, aliases=list(model.config.alias or []))
-    assert served is not None
+    served.config = model.config  # its requests are served with its own options
     return served
 
 
 def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name: str | None,
            aliases: list[str]) -> "ServedModel":
+    """Load the checkpoint ``cfg`` names, with its template, sampling defaults and a started worker."""
     from mlxd.api.state import ServedModel
     from mlxd.engine.chat import load_chat_template
     from mlxd.engine.loader import load_model, resolve_model_source

@@ -22,7 +22,8 @@ from tests.e2e.captures import key_set, load
 from tests.e2e.conftest import RunningServer
 
 CAPTURES = Path(__file__).parent / "captures-router"
-PRESETS = "[*]\nctx-size = 1024\n\n[gamma]\nmodel = {gamma}\nctx-size = 2048\nalias = g1\n\n[alpha]\ntemp = 0.5\n"
+PRESETS = ("[*]\nctx-size = 1024\n\n[gamma]\nmodel = {gamma}\nctx-size = 2048\nalias = g1\nn-predict = 7\n\n"
+           "[alpha]\ntemp = 0.5\n")
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
 
@@ -90,7 +91,10 @@ def test_load_on_demand_lru_eviction_and_refusals(start_server: Callable[..., Ru
         alpha = next(e for e in client.get("/models").json()["data"] if e["id"] == "alpha")
         reference = next(e for e in capture("09_get_models_while_alpha_loading").json()["data"] if e["id"] == "alpha")
         assert key_set(alpha) == key_set(reference)  # a loaded entry carries meta
-        assert client.get("/props", params={"model": "alpha"}).json()["model_alias"] == "alpha"
+        alpha_props = client.get("/props", params={"model": "alpha"}).json()
+        assert alpha_props["model_alias"] == "alpha"
+        assert alpha_props["default_generation_settings"]["params"]["temperature"] == 0.5
+        assert alpha_props["default_generation_settings"]["params"]["n_predict"] == -1
 
         unknown = client.post("/models/load", json={"model": "unknown"})
         assert (unknown.status_code, unknown.json()) == (404, capture("11_post_models_load_unknown").json())
@@ -110,6 +114,10 @@ def test_load_on_demand_lru_eviction_and_refusals(start_server: Callable[..., Ru
         aliased = client.post("/v1/chat/completions", json={**CHAT, "model": "g1"})
         assert aliased.status_code == 200 and aliased.json()["model"] == "gamma"
         refusal(client.post("/models/load", json={"model": "g1"}), 400, "model is already running")
+        # Each model is served with its own options: gamma's preset, not alpha's or the router's.
+        gamma_props = client.get("/props", params={"model": "g1"}).json()
+        assert gamma_props["model_alias"] == "gamma" and gamma_props["default_generation_settings"]["n_ctx"] == 2048
+        assert gamma_props["default_generation_settings"]["params"]["n_predict"] == 7
 
         refusal(client.post("/completion", params={"autoload": "false"}, json={"model": "alpha", "prompt": "hi"}),
                 400, "model is not loaded")
