@@ -16,6 +16,7 @@ from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
+from mlxd.engine.chat.messages import content_parts_text
 from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
 from mlxd.engine.chat.output import ChatDelta, ChatOutputStream
 from mlxd.engine.chat.templates import ChatTemplate
@@ -140,6 +141,19 @@ def parse_whole(prompt: ChatPrompt, text: str) -> AssistantMessage:
     parser.feed(text)
     parser.finish()
     return parser.message
+
+
+def echoed_prefill(echo: Any, messages: Any, prompt: ChatPrompt) -> str:
+    """The text ``echo`` repeats: the final assistant message the prompt continued ("" when none or echo off)."""
+    if echo is not None and not isinstance(echo, bool):
+        raise InvalidRequest("Field 'echo': [json.exception.type_error.302] type must be boolean")
+    if not echo or not prompt.prefilled:
+        return ""
+    content = messages[-1].get("content")
+    try:
+        return content_parts_text(content, "")
+    except ChatRequestError as exc:
+        raise InvalidRequest(exc.message) from exc
 
 
 def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:

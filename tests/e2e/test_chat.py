@@ -264,3 +264,10 @@ def test_continue_final_message(client: httpx.Client) -> None:
     assert continued.status_code == closed.status_code == 200
     assert continued.json()["input_tokens"] < closed.json()["input_tokens"]  # no end-of-turn and new turn
     assert client.post("/v1/chat/completions", json={**body, "continue_final_message": True}).status_code == 200
+    echoed = client.post("/v1/chat/completions", json={**body, "max_tokens": 3, "echo": True}).json()
+    plain = client.post("/v1/chat/completions", json={**body, "max_tokens": 3}).json()
+    assert echoed["choices"][0]["message"]["content"] == "Once upon" + plain["choices"][0]["message"]["content"]
+    chunks = payloads(client.post("/v1/chat/completions", json={**body, "max_tokens": 3, "echo": True,
+                                                                "stream": True}).text)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == echoed["choices"][0]["message"]["content"]

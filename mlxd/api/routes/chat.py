@@ -49,6 +49,8 @@ async def chat_completions(request: Request):
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, messages_of(body))
     fields = chat.native_fields(body)
+    # echo: the continued assistant message is repeated at the head of the answer.
+    echo = chat.echoed_prefill(fields.pop("echo", None), body["messages"], prompt)
     p = gen.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     env = oai.Envelope(model.name, fingerprint(request))
@@ -60,6 +62,7 @@ async def chat_completions(request: Request):
         for job in jobs:
             assert job.final is not None
             msg = chat.parse_whole(prompt, job.final.text)
+            msg.content = echo + msg.content
             logprobs = oai.logprobs_content(job.events, p.post_sampling) if p.n_probs > 0 else None
             choices.append(oai.chat_choice(msg, job.final, job.index, logprobs))
         verbose = None
@@ -92,6 +95,8 @@ async def chat_completions(request: Request):
             out = []
             if len(job.events) == 1:
                 out.append(oai.chat_chunk(env, job.index, {"role": "assistant", "content": None}))
+                if echo:
+                    out.append(oai.chat_chunk(env, job.index, {"content": echo}))
             out += [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.feed(ev.text)]
             if p.n_probs > 0 and len(out) > (1 if len(job.events) == 1 else 0):
                 logprobs = oai.logprobs_content([ev], p.post_sampling)
