@@ -1,0 +1,128 @@
+"""One streaming ``/v1/completions`` client for every HTTP benchmark, so that both servers are timed the same way.
+
+Both mlxd and ``mlx_lm.server`` stream OpenAI text-completion chunks and, with ``stream_options.include_usage``,
+end with a chunk that carries ``usage``; the token count comes from there and is checked against ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import percentile
+
+
+def eos_bias(checkpoint: Path) -> dict[str, float]:
+    """A ``logit_bias`` that bans every end-of-generation token, so that each request runs to ``max_tokens``.
+
+    ``ignore_eos`` is llama-server's field only; ``logit_bias`` is understood by both servers.
+    """
+    ids: set[int] = set()
+    for name in ("config.json", "generation_config.json"):
+        path = checkpoint / name
+        if path.exists():
+            value = json.loads(path.read_text()).get("eos_token_id")
+            ids.update(value if isinstance(value, list) else [value] if value is not None else [])
+    return {str(i): -100.0 for i in sorted(ids)}
+
+
+@dataclass
+class StreamResult:
+    """One streamed request as the client saw it; times are seconds from ``started``."""
+
+    started: float
+    ttft: float = 0.0
+    last: float = 0.0
+    tokens: int = 0  # usage.completion_tokens from the final chunk
+    chunks: int = 0  # chunks that carried text
+    finish_reason: str | None = None
+    error: str | None = None
+
+    @property
+    def decode_tps(self) -> float:
+        """Tokens/s from the first token to the last (prefill excluded)."""
+        span = self.last - self.ttft
+        return (self.tokens - 1) / span if self.tokens > 1 and span > 0 else 0.0
+
+
+async def stream_completion(client: httpx.AsyncClient, prompt: str, max_tokens: int, bias: dict[str, float],
+                            started: float | None = None) -> StreamResult:
+    """POST one streamed completion (greedy) and read it to the end; failures are recorded, never raised."""
+    result = StreamResult(started=time.perf_counter() if started is None else started)
+    body: dict[str, Any] = {
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "logit_bias": bias,
+    }
+    try:
+        async with client.stream("POST", "/v1/completions", json=body) as response:
+            if response.status_code != 200:
+                result.error = f"HTTP {response.status_code}: {(await response.aread())[:200]!r}"
+                return result
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if "error" in chunk:
+                    result.error = str(chunk["error"])[:200]
+                    return result
+                now = time.perf_counter() - result.started
+                for choice in chunk.get("choices") or []:
+                    if choice.get("text"):
+                        result.chunks += 1
+                        result.ttft = result.ttft or now
+                        result.last = now
+                    result.finish_reason = choice.get("finish_reason") or result.finish_reason
+                if chunk.get("usage"):
+                    result.tokens = int(chunk["usage"]["completion_tokens"])
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    return result
+
+
+def complete(result: StreamResult, max_tokens: int) -> bool:
+    """Whether a request ran to ``max_tokens`` without an error (not failed, not truncated)."""
+    return result.error is None and result.tokens == max_tokens and result.finish_reason == "length"
+
+
+@dataclass
+class RoundResult:
+    """A round of concurrent requests: aggregate tokens/s and time to first token across them."""
+
+    streams: int
+    elapsed: float
+    results: list[StreamResult]
+
+    @property
+    def tokens(self) -> int:
+        return sum(r.tokens for r in self.results)
+
+    @property
+    def aggregate_tps(self) -> float:
+        return self.tokens / self.elapsed
+
+    def ttft(self, q: float) -> float:
+        return percentile([r.ttft for r in self.results], q)
+
+
+async def concurrent_round(client: httpx.AsyncClient, prompts: list[str], max_tokens: int,
+                           bias: dict[str, float]) -> RoundResult:
+    """Send all ``prompts`` at once and wait for every stream; TTFT is measured from the common start."""
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(stream_completion(client, p, max_tokens, bias, started=t0) for p in prompts))
+    return RoundResult(len(prompts), time.perf_counter() - t0, list(results))
+
+
+def async_client(base_url: str, streams: int) -> httpx.AsyncClient:
+    """An httpx client with room for ``streams`` connections and no read timeout a slow CPU run could trip."""
+    limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
+    return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
