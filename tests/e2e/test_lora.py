@@ -81,7 +81,7 @@ def test_per_request_lora_and_b10621s_resolution_rule(start_server: Start, adapt
         assert complete(client, lora=[{"id": 1, "scale": 0.5}, {"id": 0, "scale": 0.5}]) not in (base, one)
         assert complete(client, lora=[{"id": 7, "scale": 1.0}]) == base  # unknown ids are ignored, others 0
         assert complete(client, lora=[{"id": 0, "scale": 0.1}, {"id": 0, "scale": 0.5}]) == one  # the later wins
-        for bad in ({"id": 0}, ["x"], [{"id": 0, "scale": "1"}]):  # b10621 reads the last two as scale 0
+        for bad in ({"id": 0}, ["x"], [{"id": 0, "scale": "1"}]):  # refused by the schema, as b10621
             refused = client.post("/completion", json={"prompt": PROMPT, "n_predict": 2, "lora": bad})
             assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
 
