@@ -191,9 +191,9 @@ slots                   bool   true
 slot-save-path          str?   ~
 media-path              str?   ~
 models-dir              str?   ~
-models-preset           str?   ~
-models-max              int    4           >=0
-models-autoload         bool   true
+models-preset           str?   ~                       supported
+models-max              int    4           >=0         supported
+models-autoload         bool   true                    supported
 jinja                   bool   true
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
 reasoning               str    auto        {on,off,auto}
