@@ -17,7 +17,7 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from tests.e2e.admin_harness import admin
+from tests.e2e.admin_harness import admin, mlxd_admin
 from tests.e2e.captures import key_set, load
 from tests.e2e.conftest import RunningServer
 
@@ -199,3 +199,8 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
         assert status["generation"] == 2
         assert {m["name"]: m["state"] for m in status["models"]} == {
             "alpha": "loaded", "beta": "unloaded", "delta": "failed", "gamma": "unloaded"}
+    loaded = mlxd_admin(layout / "admin.sock", "load", "beta")
+    assert loaded.returncode == 0, loaded.stderr
+    with running.client() as client:
+        assert states(client)["beta"] == "loaded"  # the admin load waits until the model is loaded
+    assert "model is not found" in mlxd_admin(layout / "admin.sock", "unload", "nosuchmodel").stderr
