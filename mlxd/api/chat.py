@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api.generation import config_value
+from mlxd.api.planning import config_value
 from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
 from mlxd.api.state import ServedModel, ServingState

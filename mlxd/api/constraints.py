@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api.generation import Plan, config_value
+from mlxd.api.planning import Plan, config_value
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.constrain import (
     ConstraintSpec,

@@ -9,6 +9,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
+from mlxd.api import planning
 from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -44,17 +45,17 @@ async def chat_completions(request: Request):
     """OpenAI chat completion: the template renders the messages, the answer is split into content, reasoning_content
     and tool_calls; streamed as chunks ending with ``[DONE]`` (a usage chunk first when asked)."""
     state = serving(request)
-    gen.refuse_embedding_mode(state)
+    planning.refuse_embedding_mode(state)
     body = json_object(request)
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, messages_of(body))
     fields = chat.native_fields(body)
     # echo: the continued assistant message is repeated at the head of the answer.
     echo = chat.echoed_prefill(fields.pop("echo", None), body["messages"], prompt)
-    p = gen.plan(fields, state, model, [tokens], cache_namespace="chat")
+    p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, state, model)
+    jobs = gen.submit(p, model)
 
     if not p.opts.stream:
         await gen.run(jobs)
@@ -67,7 +68,7 @@ async def chat_completions(request: Request):
             choices.append(oai.chat_choice(msg, job.final, job.index, logprobs))
         verbose = None
         if p.opts.verbose:
-            settings = gen.generation_settings(p, chat_format=CHAT_FORMAT, reasoning_format=prompt.reasoning_format)
+            settings = planning.generation_settings(p, chat_format=CHAT_FORMAT, reasoning_format=prompt.reasoning_format)
             verbose = native_final(jobs[0].final, index=0, events=jobs[0].events, model=model.name,
                                    prompt_text=detokenize(model.loaded.tokenizer, tokens), settings=settings,
                                    opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)

@@ -10,6 +10,7 @@ from sanic import Blueprint, Request
 from mlxd import __version__
 from mlxd.api import constraints
 from mlxd.api import generation as gen
+from mlxd.api import planning
 from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -30,20 +31,20 @@ def fingerprint(request: Request) -> str:
     return str(info.get("fingerprint") or f"mlxd-{__version__}")
 
 
-def _native_final(job: gen.Job, p: gen.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
+def _native_final(job: gen.Job, p: planning.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
     assert job.final is not None
     return native_final(job.final, index=job.index, events=job.events, model=model.name,
                         prompt_text=detokenize(model.loaded.tokenizer, job.prompt_tokens), settings=settings,
                         opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
 
 
-async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], Any, gen.Plan]:
+async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], Any, planning.Plan]:
     state = serving(request)
-    gen.refuse_embedding_mode(state)
+    planning.refuse_embedding_mode(state)
     body = json_object(request)
     model = served_model(request)
     prompts = tokenize_prompts(model.loaded.tokenizer, body)
-    p = gen.plan(body, state, model, prompts)
+    p = planning.plan(body, state, model, prompts)
     return body, model, await constraints.constrain(p, body, state, model, chat=openai)
 
 
@@ -53,9 +54,9 @@ async def completion(request: Request):
     """Native completion: one object (or an array for several prompts); a stream ends with the final object."""
     body, model, p = await _prepare(request, openai=False)
     state = serving(request)
-    settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
+    settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
-    jobs = gen.submit(p, state, model)
+    jobs = gen.submit(p, model)
     if not p.opts.stream:
         await gen.run(jobs)
         results = [_native_final(job, p, model, settings) for job in jobs]
@@ -98,7 +99,7 @@ async def completions_oai(request: Request):
     body, model, p = await _prepare(request, openai=True)
     state = serving(request)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, state, model)
+    jobs = gen.submit(p, model)
     if not p.opts.stream:
         await gen.run(jobs)
         choices = []
@@ -109,7 +110,7 @@ async def completions_oai(request: Request):
                                            finish_reason(job.final.stop_type, False)))
         verbose = None
         if p.opts.verbose:
-            settings = gen.generation_settings(p)
+            settings = planning.generation_settings(p)
             verbose = _native_final(jobs[0], p, model, settings)
         return json_response(oai.text_completion(env, choices, _usage(jobs), jobs[-1].final.timings
                                                  if jobs[-1].final else None, verbose))

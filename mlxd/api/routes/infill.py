@@ -13,6 +13,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import constraints
 from mlxd.api import generation as gen
+from mlxd.api import planning
 from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -95,7 +96,7 @@ def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any]) 
 @bp.post("/infill")
 async def infill(request: Request):
     state = serving(request)
-    gen.refuse_embedding_mode(state)
+    planning.refuse_embedding_mode(state)
     model = served_model(request)
     tokenizer = model.loaded.tokenizer
     fim = fim_tokens(tokenizer)
@@ -104,10 +105,10 @@ async def infill(request: Request):
         raise NotSupported(f"Infill is not supported by this model: {missing}")
     body = json_object(request)
     tokens = infill_prompt(tokenizer, fim, body)
-    p = await constraints.constrain(gen.plan(body, state, model, [tokens]), body, state, model, chat=False)
-    settings = gen.generation_settings(p, reasoning_format=str(gen.config_value(state, "reasoning_format",
+    p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
+    settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
-    jobs = gen.submit(p, state, model)
+    jobs = gen.submit(p, model)
 
     def final(job: gen.Job) -> dict[str, Any]:
         assert job.final is not None

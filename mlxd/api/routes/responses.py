@@ -8,6 +8,7 @@ from sanic import Blueprint, Request
 
 from mlxd.api import chat, constraints
 from mlxd.api import generation as gen
+from mlxd.api import planning
 from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
@@ -25,15 +26,15 @@ bp = Blueprint("responses")
 async def responses(request: Request):
     """A ``response`` object, or its event stream (response.created ... response.completed)."""
     state = serving(request)
-    gen.refuse_embedding_mode(state)
+    planning.refuse_embedding_mode(state)
     body = to_chat(parse(ResponsesRequest, json_object(request)))
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])
     fields = chat.native_fields(body)
-    p = gen.plan(fields, state, model, [tokens], cache_namespace="chat")
+    p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     resp_id = random_id("resp_")
-    jobs = gen.submit(p, state, model)
+    jobs = gen.submit(p, model)
 
     if not p.opts.stream:
         await gen.run(jobs)
