@@ -268,6 +268,9 @@ class Controller:
             asyncio.get_running_loop().create_task(self._retire(current, desired))
         elif current is not None and replacement is None:
             asyncio.get_running_loop().create_task(self._retire(current, desired))
+        if pool is not None and not desired.is_router:  # a model argument now: the router's models drain and go
+            self.serving.pool = None
+            asyncio.get_running_loop().create_task(pool.close(float(desired.config.shutdown_timeout)))
 
     async def _retire(self, old: "ServedModel", desired: ResolvedConfig) -> None:
         """Let the replaced model finish its in-flight generations, then free it."""

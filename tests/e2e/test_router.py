@@ -131,7 +131,7 @@ def test_load_on_demand_lru_eviction_and_refusals(start_server: Callable[..., Ru
 
 
 def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Callable[..., RunningServer],
-                                                                 layout: Path) -> None:
+                                                                 layout: Path, tiny_checkpoint: Path) -> None:
     broken = layout / "models" / "delta"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
@@ -204,3 +204,14 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
     with running.client() as client:
         assert states(client)["beta"] == "loaded"  # the admin load waits until the model is loaded
     assert "model is not found" in mlxd_admin(layout / "admin.sock", "unload", "nosuchmodel").stderr
+
+    # A model argument given at run time turns the router into a single-model server; the pool's models go.
+    with admin(layout / "admin.sock") as client:
+        answer = client.patch("/v1/config", json={"model": str(tiny_checkpoint), "models-dir": None,
+                                                  "models-preset": None})
+        assert answer.status_code == 200 and answer.json()["applied"], answer.text
+    with running.client() as client:
+        single = client.get("/v1/models").json()
+        assert "models" in single and single["data"][0]["id"] == str(tiny_checkpoint)
+        assert client.post("/completion", json={"prompt": "hi", "n_predict": 2}).status_code == 200
+        assert client.post("/models/load", json={"model": "alpha"}).status_code == 404
