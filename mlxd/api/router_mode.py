@@ -18,9 +18,9 @@ from mlxd.api.body import json_body
 from mlxd.api.routes.router_models import inventory_response, router_props
 from mlxd.api.state import ServingState
 
-# Routes the router answers itself, whatever the request names.
+# Routes the router answers itself, whatever the request names (stream sessions are found by their id).
 ROUTER_OWN = frozenset({"/health", "/v1/health", "/models/load", "/models/unload", "/models/sse", "/tools",
-                        "/cors-proxy"})
+                        "/cors-proxy", "/v1/stream", "/v1/streams/lookup"})
 INVENTORY = frozenset({"/models", "/v1/models"})
 
 
