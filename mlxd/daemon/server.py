@@ -266,20 +266,25 @@ class Daemon:
         log.info("stopped")
 
     async def _stop_server(self, server) -> None:
-        await server.before_stop()
-        task = server.close()
-        if task is not None:
-            try:
-                await asyncio.wait_for(task, 5)
-            except TimeoutError:
-                pass
-        for connection in list(server.connections):
-            connection.close_if_idle()
-        await server.after_stop()
+        await _close(server)
         if self._listener:
             self._listener.close()
         admin, self._admin_server = self._admin_server, None
-        if admin is not None:
-            await self._stop_server(admin)  # the admin listener answers status until the very end
+        if admin is not None:  # the admin listener answers status until the very end
+            await _close(admin)
             if self._admin_listener:
                 self._admin_listener.close()
+
+
+async def _close(server) -> None:
+    """Stop a sanic server: no new connections, idle ones closed, its stop hooks run."""
+    await server.before_stop()
+    task = server.close()
+    if task is not None:
+        try:
+            await asyncio.wait_for(task, 5)
+        except TimeoutError:
+            pass
+    for connection in list(server.connections):
+        connection.close_if_idle()
+    await server.after_stop()
