@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +65,7 @@ def _failed(ev: ErrorEvent) -> RequestError:
     return err
 
 
-async def events(jobs: Sequence[Job]) -> AsyncIterator[tuple[Job, TokenEvent | FinalEvent]]:
+async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
     """Every job's events, interleaved as they arrive; an ``ErrorEvent`` raises its envelope error.
 
     Leaving the iteration early (a client gone, an error) cancels the jobs that have not finished.
@@ -112,7 +112,7 @@ async def run(jobs: Sequence[Job]) -> list[Job]:
     return list(jobs)
 
 
-async def started(jobs: Sequence[Job]) -> AsyncIterator[tuple[Job, TokenEvent | FinalEvent]]:
+async def started(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
     """``events(jobs)`` once the first event is in: a refusal the worker reports up front (a prompt that does not
     fit) is then raised before a stream's 200 status line goes out, as b10621 does."""
     stream = events(jobs)
@@ -124,7 +124,7 @@ async def started(jobs: Sequence[Job]) -> AsyncIterator[tuple[Job, TokenEvent | 
         await stream.aclose()
         raise
 
-    async def chained() -> AsyncIterator[tuple[Job, TokenEvent | FinalEvent]]:
+    async def chained() -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
         try:
             if first is not None:
                 yield first

@@ -103,7 +103,9 @@ def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:
         return None
     _, value = found
     if not isinstance(value, list):
-        raise FieldError(f"Field 'lora': [json.exception.type_error.302] type must be array, but is {json_type_name(value)}")
+        raise FieldError(
+            f"Field 'lora': [json.exception.type_error.302] type must be array, but is {json_type_name(value)}"
+        )
     entries: list[LoraEntry] = []
     for item in value:
         if not isinstance(item, Mapping):

@@ -98,7 +98,8 @@ def test_response_format_constrains_the_answer(client: httpx.Client) -> None:
         assert json.loads(out["choices"][0]["message"]["content"])["answer"] in ("yes", "no")
     bad = client.post("/v1/chat/completions", json={"messages": HELLO, "response_format": {"type": "yaml"}})
     assert bad.status_code == 400
-    assert bad.json()["error"]["message"] == 'response_format type must be one of "text" or "json_object", but got: yaml'
+    assert bad.json()["error"]["message"] == (
+        'response_format type must be one of "text" or "json_object", but got: yaml')
 
 
 def test_required_tool_choice_returns_parsed_tool_calls(client: httpx.Client) -> None:

@@ -48,7 +48,8 @@ def test_chat_with_tools(client: openai.OpenAI) -> None:
     out = client.chat.completions.create(model="tiny", messages=[
         {"role": "user", "content": "weather in Paris?"},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ], tools=TOOLS, tool_choice="auto", max_tokens=4)
     assert out.choices[0].message.role == "assistant"

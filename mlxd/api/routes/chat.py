@@ -67,8 +67,9 @@ async def chat_completions(request: Request):
             logprobs = oai.logprobs_content(job.events, p.post_sampling) if p.n_probs > 0 else None
             choices.append(oai.chat_choice(msg, job.final, job.index, logprobs))
         verbose = None
-        if p.opts.verbose:
-            settings = planning.generation_settings(p, chat_format=CHAT_FORMAT, reasoning_format=prompt.reasoning_format)
+        if p.opts.verbose and jobs[0].final is not None:
+            settings = planning.generation_settings(p, chat_format=CHAT_FORMAT,
+                                                    reasoning_format=prompt.reasoning_format)
             verbose = native_final(jobs[0].final, index=0, events=jobs[0].events, model=model.name,
                                    prompt_text=detokenize(model.loaded.tokenizer, tokens), settings=settings,
                                    opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
