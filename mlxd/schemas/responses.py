@@ -100,8 +100,11 @@ def to_chat(req: ResponsesRequest) -> dict[str, Any]:
                 "name": tool.get("name"), "description": tool.get("description", ""),
                 "parameters": tool.get("parameters", {})}})
         body["tools"] = tools
-    if req.tool_choice is not None:
-        body["tool_choice"] = req.tool_choice if isinstance(req.tool_choice, str) else "auto"
+    choice = req.tool_choice
+    if isinstance(choice, str):
+        body["tool_choice"] = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
     fmt = (req.text or {}).get("format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         body["response_format"] = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema", {})}}

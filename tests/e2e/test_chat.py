@@ -272,3 +272,15 @@ def test_continue_final_message(client: httpx.Client) -> None:
                                                                 "stream": True}).text)
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == echoed["choices"][0]["message"]["content"]
+
+
+def test_responses_forced_function_call(client: httpx.Client) -> None:
+    tools = [{"type": "function", "name": "get_weather", "parameters": CITY_TOOLS[0]["function"]["parameters"]}]
+    body = {"input": "weather?", "tools": tools, "tool_choice": {"type": "function", "name": "get_weather"},
+            "max_output_tokens": 60, "seed": 4}
+    out = client.post("/v1/responses", json=body).json()
+    calls = [i for i in out["output"] if i["type"] == "function_call"]
+    assert calls[0]["name"] == "get_weather" and json.loads(calls[0]["arguments"])["city"] in ("Paris", "Rome")
+    events = frames(client.post("/v1/responses", json={**body, "stream": True}).text)
+    names = [n for n, _ in events]
+    assert "response.function_call_arguments.delta" in names and names[-1] == "response.completed"
