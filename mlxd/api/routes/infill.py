@@ -36,9 +36,8 @@ MARKERS: dict[str, tuple[str, ...]] = {
 }
 
 
-def fim_tokens(tokenizer: Any) -> dict[str, int]:
-    """The FIM marker ids this vocabulary has."""
-    vocab: Mapping[str, int] = tokenizer.get_vocab()
+def fim_tokens(vocab: Mapping[str, int]) -> dict[str, int]:
+    """The FIM marker ids a vocabulary has."""
     found: dict[str, int] = {}
     for role, spellings in MARKERS.items():
         for text in spellings:
@@ -46,6 +45,12 @@ def fim_tokens(tokenizer: Any) -> dict[str, int]:
                 found[role] = vocab[text]
                 break
     return found
+
+
+def refusal(fim: Mapping[str, int]) -> str | None:
+    """b10621's 501 message for a vocabulary without the three FIM markers, or None when infill can run."""
+    missing = "".join(f"{role} token is missing. " for role in ("prefix", "suffix", "middle") if role not in fim)
+    return f"Infill is not supported by this model: {missing}" if missing else None
 
 
 def _extra_chunks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -99,10 +104,10 @@ async def infill(request: Request):
     planning.refuse_embedding_mode(state)
     model = served_model(request)
     tokenizer = model.loaded.tokenizer
-    fim = fim_tokens(tokenizer)
-    missing = "".join(f"{role} token is missing. " for role in ("prefix", "suffix", "middle") if role not in fim)
-    if missing:
-        raise NotSupported(f"Infill is not supported by this model: {missing}")
+    fim = fim_tokens(tokenizer.get_vocab())
+    message = refusal(fim)
+    if message is not None:
+        raise NotSupported(message)
     body = json_object(request)
     tokens = infill_prompt(tokenizer, fim, body)
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
