@@ -154,6 +154,7 @@ def test_unload_and_load_the_model(daemon: tuple[RunningServer, Path], tiny_chec
         assert mlxd_admin(sock, "unload", name).returncode == 0
         assert public.get("/health").status_code == 503
         unloaded = {"name": name, "state": "unloaded", "error": None}
+        assert client.get("/v1/models").json()["mode"] == "single"
         wait_for(lambda: unloaded in client.get("/v1/models").json()["models"], 10, "the unloaded state")
         assert mlxd_admin(sock, "load", name).returncode == 0
         assert public.get("/health").status_code == 200
