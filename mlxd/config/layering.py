@@ -216,8 +216,9 @@ def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProb
         except ValidationError as exc:
             problems.append(ConfigProblem(None, kind, f"model '{name}': internal type mismatch: {exc}"))
             continue
-        extras = sources.presets.extras.get(name, {}) if sources.presets else {}
-        out[name] = ModelResolved(name, kind, config, {n: s.source for n, s in merged.items()}, dict(extras))
+        extras = {**(sources.presets.extras.get(name, {}) if sources.presets else {}),
+                  **sources.toml.model_extras.get(name, {})}
+        out[name] = ModelResolved(name, kind, config, {n: s.source for n, s in merged.items()}, extras)
     return out
 
 

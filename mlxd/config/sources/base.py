@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlxd.config.values import Setting
 from mlxd.errors import ConfigProblem
@@ -18,6 +19,8 @@ class Layer:
     warnings: list[str] = field(default_factory=list)
     # Per-model overlays this source defines (TOML [models.NAME]), model name -> settings.
     models: dict[str, dict[str, Setting]] = field(default_factory=dict)
+    # Their router-only keys (load-on-startup, stop-timeout, dedup-cache-models), model name -> values.
+    model_extras: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def accumulates(self) -> bool:

@@ -1,7 +1,9 @@
 """The TOML file (``--config FILE`` / ``MLXD_CONFIG``): option names as keys, ``[models.NAME]`` overlays.
 
 Keys are any spelling of an option without its leading dashes, matched exactly as in presets (``ctx-size``, ``c``,
-``no-mmap``); list options take an array or upstream's comma string. Every value's provenance names its line.
+``no-mmap``); list options take an array or upstream's comma string. Every value's provenance names its line. A
+model table also takes the presets file's router-only keys (``load-on-startup``, ``stop-timeout``,
+``dedup-cache-models``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from mlxd.config.options import OptionTable
 from mlxd.config.sources.base import Layer
 from mlxd.config.sources.keys import bad_value, keyed_setting, lookup, unknown_key
+from mlxd.config.sources.presets import PRESET_ONLY
 from mlxd.config.values import BadValue, Setting
 from mlxd.errors import ConfigProblem
 
@@ -72,10 +75,31 @@ class TomlSource:
                     if not isinstance(overlay, dict):
                         layer.problems.append(ConfigProblem(f"models.{model}", where, "expected a table"))
                         continue
-                    layer.models[str(model)] = self._settings(overlay, ("models", model), lines, layer)
+                    extras = self._router_keys(overlay, ("models", model), lines, layer)
+                    if extras:
+                        layer.model_extras[str(model)] = extras
+                    rest = {k: v for k, v in overlay.items() if k not in PRESET_ONLY}
+                    layer.models[str(model)] = self._settings(rest, ("models", model), lines, layer)
                 continue
             layer.settings.update(self._settings({key: raw}, (), lines, layer))
         return layer
+
+    def _router_keys(self, overlay: dict[str, Any], prefix: tuple[str, ...], lines: dict[tuple[str, ...], int],
+                     layer: Layer) -> dict[str, Any]:
+        """A model table's router-only keys, as in the presets file (precedence.md rule 2.8), typed natively."""
+        out: dict[str, Any] = {}
+        for key, kind in ((k, PRESET_ONLY[k][0]) for k in overlay if k in PRESET_ONLY):
+            value = overlay[key]
+            if prefix[-1] == "*":
+                layer.problems.append(ConfigProblem(key, self._where(lines, prefix + (key,)),
+                                                    "a router-only key names one model, not every model"))
+            elif (kind is bool and isinstance(value, bool)) or (kind is int and type(value) is int and value >= 0):
+                out[key] = value
+            else:
+                expected = "a boolean" if kind is bool else "a whole number of seconds"
+                layer.problems.append(ConfigProblem(key, self._where(lines, prefix + (key,)), f"expected {expected}",
+                                                    value=str(value)))
+        return out
 
     def _where(self, lines: dict[tuple[str, ...], int], path: tuple[str, ...]) -> str:
         line = lines.get(path)
