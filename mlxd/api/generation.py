@@ -26,6 +26,7 @@ class Job:
     handle: Any
     events: list[TokenEvent] = field(default_factory=list)
     final: FinalEvent | None = None
+    metrics: Any = None
     submitted: float = field(default_factory=time.perf_counter)
     first_token: float | None = None
 
@@ -38,14 +39,19 @@ class Job:
                        predicted_n=len(self.events), predicted_ms=(now - first) * 1e3)
 
 
-def submit(p: Plan, model: ServedModel) -> list[Job]:
-    """Queue one generation per prompt and per ``n_cmpl``; if one is refused, those already queued are cancelled."""
+def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "") -> list[Job]:
+    """Queue one generation per prompt and per ``n_cmpl``; if one is refused, those already queued are cancelled.
+
+    ``metrics`` (the app's ``ServerMetrics``) counts the request under ``route`` and each generation at its end.
+    """
+    if metrics is not None:
+        metrics.on_request(route)
     jobs: list[Job] = []
     try:
         for tokens in p.prompts:
             for _ in range(p.opts.n_cmpl):
                 handle = model.worker.submit(engine_request(p, tokens))
-                jobs.append(Job(index=len(jobs), prompt_tokens=tokens, handle=handle))
+                jobs.append(Job(index=len(jobs), prompt_tokens=tokens, handle=handle, metrics=metrics))
     except BaseException:
         cancel(jobs)
         raise
@@ -91,6 +97,8 @@ async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | 
             if isinstance(ev, FinalEvent):
                 job.final = ev
                 remaining -= 1
+                if job.metrics is not None:
+                    job.metrics.on_final(ev)
             else:
                 if job.first_token is None:
                     job.first_token = time.perf_counter()

@@ -299,3 +299,19 @@ def test_disconnect_during_a_whole_answer_cancels_it(endless_server: AppServer) 
         slots = c.get("/slots").json()
         assert not slots[0]["is_processing"]
         assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
+
+
+def test_generations_are_counted_on_metrics(client: httpx.Client, app_server: AppServer) -> None:
+    with app_server.options(parallel=2, ctx_size=512, metrics=True):
+        before = client.get("/metrics").text
+        client.post("/completion", json={"prompt": "Once", "n_predict": 3})
+        client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        after = client.get("/metrics").text
+
+    def value(text: str, name: str) -> float:
+        lines = [line for line in text.splitlines() if line.startswith(name + " ") or line.startswith(name + "{")]
+        return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
+
+    assert value(after, "llamacpp:tokens_predicted_total") - value(before, "llamacpp:tokens_predicted_total") == 5
+    assert 'mlxd_requests_total{route="/completion"}' in after
+    assert 'mlxd_requests_total{route="/v1/chat/completions"}' in after

@@ -33,7 +33,7 @@ async def messages(request: Request):
     p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     msg_id = random_id()
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
 
     if not p.opts.stream:
         await gen.run(jobs)

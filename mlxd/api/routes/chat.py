@@ -55,7 +55,7 @@ async def chat_completions(request: Request):
     p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
 
     if not p.opts.stream:
         await gen.run(jobs)

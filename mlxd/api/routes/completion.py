@@ -56,7 +56,7 @@ async def completion(request: Request):
     state = serving(request)
     settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
     if not p.opts.stream:
         await gen.run(jobs)
         results = [_native_final(job, p, model, settings) for job in jobs]
@@ -99,7 +99,7 @@ async def completions_oai(request: Request):
     body, model, p = await _prepare(request, openai=True)
     state = serving(request)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
     if not p.opts.stream:
         await gen.run(jobs)
         choices = []

@@ -113,7 +113,7 @@ async def infill(request: Request):
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
     settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
                                                                                   "deepseek")))
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
 
     def final(job: gen.Job) -> dict[str, Any]:
         assert job.final is not None

@@ -34,7 +34,7 @@ async def responses(request: Request):
     p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
     resp_id = random_id("resp_")
-    jobs = gen.submit(p, model)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
 
     if not p.opts.stream:
         await gen.run(jobs)
