@@ -74,7 +74,7 @@ class ModelPool:
         self.models_max = int(resolved.config.models_max)
         self.autoload = bool(resolved.config.models_autoload)
         self.created = int(time.time())
-        self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in resolved.models.items()}
+        self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in _visible(resolved).items()}
         self._lock = asyncio.Lock()  # decisions about which models run (eviction, starting a load)
         self._tick = itertools.count(1)
         self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
@@ -183,9 +183,10 @@ class ModelPool:
         definition changed or went away are unloaded; the new definition loads on next use)."""
         self.models_max = int(desired.config.models_max)
         self.autoload = bool(desired.config.models_autoload)
+        models = _visible(desired)
         async with self._lock:
             for name, entry in list(self._entries.items()):
-                spec = desired.models.get(name)
+                spec = models.get(name)
                 if spec is not None and spec.config == entry.spec.config and spec.extras == entry.spec.extras:
                     entry.spec = spec
                     continue
@@ -201,7 +202,7 @@ class ModelPool:
                     entry.spec, entry.error = spec, None
                     if entry.state == "failed":
                         entry.state = "unloaded"
-            for name, spec in desired.models.items():
+            for name, spec in models.items():
                 if name not in self._entries:
                     self._entries[name] = Entry(spec)
         self._publish("", "models_reload", {})
@@ -340,6 +341,14 @@ class ModelPool:
                     async with self._lock:
                         if entry.state == "loaded" and entry.leases == 0:
                             await self._stop(entry, f"idle for {idle} s")
+
+
+def _visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:
+    """The router's models less the store entries that a model with ``dedup-cache-models`` serves already (its
+    ``hf-repo`` names the same repository; rule 2.8)."""
+    hidden = {m.config.hf_repo for m in resolved.models.values()
+              if m.extras.get("dedup-cache-models") and m.config.hf_repo}
+    return {name: m for name, m in resolved.models.items() if not (m.source == "store" and name in hidden)}
 
 
 def _meta(served: "ServedModel") -> dict[str, Any]:

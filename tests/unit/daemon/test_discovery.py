@@ -39,3 +39,16 @@ def test_a_model_argument_lists_no_store(tmp_path: Path, tiny_checkpoint: Path) 
     cache_repo(tmp_path / "store", "owner/tiny", tiny_checkpoint)
     resolved = resolve_serving(["-m", str(tiny_checkpoint), "--model-store-root", str(tmp_path / "store")], {})
     assert not resolved.is_router and resolved.models == {}
+
+
+def test_dedup_cache_models_hides_the_store_entry_a_preset_serves(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    from mlxd.daemon.pool import load_router_model
+    from mlxd.daemon.router import ModelPool
+
+    cache_repo(tmp_path / "store", "owner/tiny", tiny_checkpoint)
+    cache_repo(tmp_path / "store", "owner/other", tiny_checkpoint)
+    (tmp_path / "p.ini").write_text("[mine]\nhf-repo = owner/tiny\ndedup-cache-models = true\n")
+    resolved = resolve_serving(["--model-store-root", str(tmp_path / "store"),
+                                "--models-preset", str(tmp_path / "p.ini")], {})
+    assert sorted(resolved.models) == ["mine", "owner/other", "owner/tiny"]
+    assert sorted(e.name for e in ModelPool(resolved, load_router_model).entries()) == ["mine", "owner/other"]
