@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import httpx
 import pytest
 
 from tests.e2e.admin_harness import admin, short_dir, wait_for
@@ -98,6 +99,39 @@ def test_notifications_through_reload_admin_change_and_stop(tiny_checkpoint: Pat
         assert all("STATUS" in m for m in fake.messages if "READY" in m or "STOPPING" in m)
     finally:
         running.stop(signal.SIGKILL)
+
+
+def test_the_admin_api_answers_draining_during_a_stop(tiny_checkpoint: Path) -> None:
+    home = short_dir()
+    sock = home / "admin.sock"
+    running = launch(["-m", str(tiny_checkpoint), "--host", "127.0.0.1", "--port", "0", "--ctx-size", "8192",
+                      "--shutdown-timeout", "2", "--admin-listen", f"unix:{sock}"], home / "mlxd.log")
+    streaming = threading.Event()
+
+    def endless() -> None:
+        body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
+        try:
+            with running.client() as client, client.stream("POST", "/completion", json=body) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data:"):
+                        streaming.set()
+        except httpx.HTTPError:
+            pass  # cut when the drain times out: that is the point of the timeout
+
+    reader = threading.Thread(target=endless, daemon=True)
+    try:
+        reader.start()
+        assert streaming.wait(30)
+        with admin(sock) as client:
+            running.process.send_signal(signal.SIGTERM)
+            wait_for(lambda: client.get("/v1/status").json()["state"] == "draining", 5, "the draining state")
+            refused = client.patch("/v1/config", json={"top-k": 3})
+            assert refused.status_code == 503 and refused.json()["error"]["code"] == "unavailable"
+        assert running.process.wait(30) == 0
+    finally:
+        running.stop(signal.SIGKILL)
+        reader.join(10)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _systemd_analyze() -> str:
