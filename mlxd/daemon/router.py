@@ -114,7 +114,7 @@ class ModelPool:
     def release(self, served: "ServedModel") -> None:
         """A request is done with (or has submitted its work to) ``served``."""
         entry = self._entries.get(served.name)
-        if entry is not None and entry.leases > 0:
+        if entry is not None and entry.served is served and entry.leases > 0:  # not a late release of an old load
             entry.leases -= 1
             entry.last_active = time.monotonic()
 
@@ -122,7 +122,8 @@ class ModelPool:
     async def load(self, name: str, *, wait: bool = False) -> str:
         """Start loading a model (evicting the least recently used one if needed); returns its canonical name.
 
-        Raises InvalidRequest when it is already running; the caller checks that the name exists."""
+        Raises InvalidRequest when the name is unknown or the model is already running; with ``wait``, the load's
+        own error when it fails."""
         canonical = self.canonical(name)
         if canonical is None:
             raise InvalidRequest("model is not found")
