@@ -7,10 +7,8 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints
+from mlxd.api import chat, constraints, planning, sse, stream_sessions
 from mlxd.api import generation as gen
-from mlxd.api import planning
-from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response

@@ -8,10 +8,8 @@ from typing import Any
 from sanic import Blueprint, Request
 
 from mlxd import __version__
-from mlxd.api import constraints
+from mlxd.api import constraints, planning, sse, stream_sessions
 from mlxd.api import generation as gen
-from mlxd.api import planning
-from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -54,8 +52,8 @@ async def completion(request: Request):
     """Native completion: one object (or an array for several prompts); a stream ends with the final object."""
     body, model, p = await _prepare(request, openai=False)
     state = serving(request)
-    settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
-                                                                                  "deepseek")))
+    reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
+    settings = planning.generation_settings(p, reasoning_format=reasoning_format)
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
     if not p.opts.stream:
         await gen.run(jobs)

@@ -11,10 +11,8 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import constraints
+from mlxd.api import constraints, planning, sse, stream_sessions
 from mlxd.api import generation as gen
-from mlxd.api import planning
-from mlxd.api import sse, stream_sessions
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -111,8 +109,8 @@ async def infill(request: Request):
     body = json_object(request)
     tokens = infill_prompt(tokenizer, fim, body)
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
-    settings = planning.generation_settings(p, reasoning_format=str(planning.config_value(state, "reasoning_format",
-                                                                                  "deepseek")))
+    reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
+    settings = planning.generation_settings(p, reasoning_format=reasoning_format)
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
 
     def final(job: gen.Job) -> dict[str, Any]:
