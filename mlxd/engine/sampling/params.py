@@ -191,7 +191,9 @@ def defaults_from(config_values: Mapping[str, Any], generation_config: Mapping[s
     to ``generation_config`` when their option was not set, as b10621 does with a model's sampling metadata.
     """
     values: dict[str, Any] = {}
-    for option, value in config_values.items():
+    # Options that share a field (``samplers``/``sampling-seq``, ``temp``/``temperature``): one a source set beats
+    # another's default, so the explicitly set ones are applied last.
+    for option, value in sorted(config_values.items(), key=lambda item: item[0] in explicitly_set):
         field = OPTION_FIELDS.get(option)
         if field is None or value is None:
             continue
