@@ -55,8 +55,13 @@ def _route_entries(doc: dict[str, Any]) -> list[Entry]:
     return out
 
 
+def _field_id(e: dict[str, Any]) -> str:
+    # /infill reads a few keys of its own, one of them spelled like /completion's prompt.
+    return f"{e['name']} (/infill)" if e.get("kind") == "infill" else e["name"]
+
+
 def _field_entries(doc: dict[str, Any]) -> list[Entry]:
-    return [Entry(id=e["name"], state=e["state"], upstream={"aliases": e.get("aliases", []), "kind": e.get("kind")},
+    return [Entry(id=_field_id(e), state=e["state"], upstream={"aliases": e.get("aliases", []), "kind": e.get("kind")},
                   divergence=e.get("divergence") or "", test=e.get("test") or "") for e in doc["entries"]]
 
 
@@ -135,6 +140,11 @@ def test_exists(repo_root: Path, node_id: str) -> bool:
     file = repo_root / path
     if not name or not file.is_file():
         return False
-    name = name.split("[", 1)[0].split("::")[-1]
-    tree = ast.parse(file.read_text(encoding="utf-8"))
-    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(tree))
+    name, _, param = name.partition("[")
+    name = name.split("::")[-1]
+    text = file.read_text(encoding="utf-8")
+    tree = ast.parse(text)
+    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in ast.walk(tree)):
+        return False
+    # A parameter id must at least name values the file spells (pytest joins several with "-").
+    return all(part in text for part in param.rstrip("]").split("-") if part)

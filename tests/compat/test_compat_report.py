@@ -39,4 +39,5 @@ def test_flag_surface_lists_every_spelling_once() -> None:
     assert {r["state"] for r in rows if r["origin"] == "mlxd"} == {"mlxd"}
     assert next(r for r in rows if r["spelling"] == "-nocb") == {
         "spelling": "-nocb", "option": "cont-batching", "origin": "b10621", "kind": "bool_pair", "negative": True,
-        "env": ["LLAMA_ARG_CONT_BATCHING", "LLAMA_ARG_NO_CONT_BATCHING"], "state": "deferred"}
+        "env": ["LLAMA_ARG_CONT_BATCHING", "LLAMA_ARG_NO_CONT_BATCHING"],
+        "state": load("options").by_id()["cont-batching"].state}
