@@ -66,7 +66,8 @@ def test_generation_config_fills_temperature_top_k_top_p(server: RunningServer, 
 def test_reverse_prompt_sampling_seq_slots_and_slot_files(server: RunningServer, start_server: Start,
                                                           tmp_path: Path) -> None:
     """-r stops a request that gives no stop of its own; --sampling-seq orders the chain; -np without
-    --kv-unified splits -c; --slot-save-path serves save, erase and restore."""
+    --kv-unified splits -c; --slot-save-path serves save, erase and restore; the --cors-* options shape a
+    preflight."""
     greedy = {"prompt": PROMPT, "n_predict": 16, "temperature": 0, "cache_prompt": True}
     with server.client() as client:
         text = client.post("/completion", json=greedy).json()["content"]
@@ -75,8 +76,13 @@ def test_reverse_prompt_sampling_seq_slots_and_slot_files(server: RunningServer,
     slots_dir = tmp_path / "slots"
     slots_dir.mkdir()
     running = start_server("-r", word, "--sampling-seq", "kt", "-np", "2", "-c", "512",
-                           "--slot-save-path", str(slots_dir))
+                           "--slot-save-path", str(slots_dir), "--cors-origins", "http://ui.example",
+                           "--cors-methods", "GET,POST", "--cors-headers", "X-One,X-Two", "--no-cors-credentials")
     with running.client() as client:
+        preflight = client.options("/completion", headers={"Origin": "http://ui.example"}).headers
+        assert (preflight["access-control-allow-origin"], preflight["access-control-allow-methods"],
+                preflight["access-control-allow-headers"]) == ("http://ui.example", "GET, POST", "X-One, X-Two")
+        assert "access-control-allow-credentials" not in preflight
         props = client.get("/props").json()
         assert props["default_generation_settings"]["params"]["samplers"] == ["top_k", "temperature"]
         assert props["default_generation_settings"]["n_ctx"] == 256  # 512 split over two slots
@@ -111,3 +117,4 @@ def test_log_colors_verbosity_and_verbose(capsys: pytest.CaptureFixture[str]) ->
         assert capsys.readouterr().err == "mlxd.compat-test: a debug line\n"
     finally:
         configure_logging(LogSettings())
+
