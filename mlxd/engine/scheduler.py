@@ -67,8 +67,10 @@ class Scheduler:
         sampling: SamplerBackend,
         bos_id: int | None = None,
         constraints: Any = None,
+        encode: Callable[[str], list[int]] | None = None,
     ) -> None:
         self.model = model
+        self.encode = encode  # text to token ids, for what a reasoning budget forces
         self.constraints = constraints  # makes a request's constraint into a Matcher (see worker.Constraints)
         self.bos_id = bos_id
         self.decode = decode
@@ -83,6 +85,7 @@ class Scheduler:
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
+        self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
 
     @property
     def idle(self) -> bool:
@@ -101,6 +104,16 @@ class Scheduler:
         for slot in self.slots.busy():
             if slot.seq is not None and slot.seq.handle is handle:
                 self._drop(slot, message)
+                return
+
+    def end_reasoning(self, handle: RequestHandle) -> None:
+        """``reasoning_end``: the request's reasoning ends at its next token (once it starts, if still waiting)."""
+        if handle in self.waiting:
+            self._end_reasoning_on_start.add(handle.id_task)
+            return
+        for slot in self.slots.busy():
+            if slot.seq is not None and slot.seq.handle is handle:
+                slot.seq.end_reasoning()
                 return
 
     def close(self) -> None:
@@ -177,11 +190,16 @@ class Scheduler:
             slot.n_ctx,
             self.settings.n_predict,
             self.settings.context_shift,
+            self.encode,
         )
         if req.constraint is not None and self.constraints is not None:
             seq.matcher = self.constraints.matcher(req.constraint)
-        # Fixed for the request's lifetime; a constrained row needs its mask before every draw.
-        seq.plain_greedy = seq.matcher is None and self.sampling.is_greedy(seq.sampler)
+        if handle.id_task in self._end_reasoning_on_start:
+            self._end_reasoning_on_start.discard(handle.id_task)
+            seq.end_reasoning()
+        # Fixed for the request's lifetime; a constrained row needs its mask before every draw, and a reasoning
+        # budget may replace any draw with a forced token.
+        seq.plain_greedy = seq.matcher is None and seq.budget is None and self.sampling.is_greedy(seq.sampler)
         slot.seq, slot.t_last_used = seq, time.monotonic()
         seq.t_prompt_start = time.perf_counter()
         if not seq.prompt:  # upstream answers an empty prompt at once, with nothing generated
@@ -283,6 +301,7 @@ class Scheduler:
         for i, (slot, seq) in enumerate(zip(group, seqs)):
             slot.kv = [c.extract(i) for c in cache]
             seq.n_past = seq.n_prompt_processed = lengths[i]
+            seq.progress()
             self.prefilling.remove(slot)
             if seq.n_predict == 0:
                 mx.eval([c.state for c in slot.kv])
@@ -304,11 +323,13 @@ class Scheduler:
         if n < todo:
             self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
             mx.eval([c.state for c in kv])
+            seq.progress()
             return n, None
         # Last chunk: only the final position's logits are needed, so it goes through on its own.
         if n > 1:
             self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
         logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
+        seq.progress()
         self.prefilling.remove(slot)
         if seq.n_predict == 0:
             mx.eval([c.state for c in kv])
@@ -330,6 +351,7 @@ class Scheduler:
         else:
             results = self.sampling.sample(logits, [q.sampler for q in seqs])
             tokens = [int(r.id) for r in results]
+            _force(seqs, tokens, results)
         for (slot, _), token, sampled in zip(finished, tokens, results):
             seq, kv = slot.seq, slot.kv
             assert seq is not None and kv is not None
@@ -375,6 +397,7 @@ class Scheduler:
                 logits = apply_masks(logits, [q.matcher for q in seqs])
             results = self.sampling.sample(logits, [q.sampler for q in seqs])
             ids = [int(r.id) for r in results]
+            _force(seqs, ids, results)
             for i, slot in enumerate(batch.slots):
                 assert slot.seq is not None
                 slot.seq.n_past += 1
@@ -470,3 +493,11 @@ class Scheduler:
         if slot.seq is not None and slot.seq.handle is handle:
             slot.seq.failed = True
             self._drop(slot, "")
+
+
+def _force(seqs: list[Sequence], tokens: list[int], results: list[Any]) -> None:
+    """Replace the drawn token of each row whose reasoning budget forces one now (it reports no probabilities)."""
+    for i, seq in enumerate(seqs):
+        forced = seq.forced_token()
+        if forced is not None:
+            tokens[i], results[i] = forced, None

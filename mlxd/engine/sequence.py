@@ -7,8 +7,10 @@ The order of the stop checks follows llama-server's ``process_token``: stop stri
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable
 
+from mlxd.engine.chat.budget import ReasoningBudget
 from mlxd.engine.detokenize import IncrementalDetokenizer
 from mlxd.engine.samplers import probability_report
 from mlxd.engine.stops import IndentLimit, StopMatcher
@@ -16,6 +18,8 @@ from mlxd.engine.types import (
     ErrorEvent,
     FinalEvent,
     GenerationRequest,
+    ProgressEvent,
+    ReasoningSpec,
     StopType,
     Timings,
     TokenEvent,
@@ -23,6 +27,14 @@ from mlxd.engine.types import (
 
 if TYPE_CHECKING:
     from mlxd.engine.handle import RequestHandle
+
+
+def reasoning_budget(spec: ReasoningSpec | None) -> ReasoningBudget | None:
+    """The budget a request asks for: one that counts (``budget >= 0``) or one that can be ended on demand."""
+    if spec is None or (spec.budget < 0 and not spec.controllable):
+        return None
+    return ReasoningBudget(spec.budget, starts_in_reasoning=spec.starts_in_reasoning, message=spec.message,
+                           start_tag=spec.start_tag, end_tags=spec.end_tags)
 
 
 class Sequence:
@@ -39,6 +51,7 @@ class Sequence:
         n_ctx: int,
         server_n_predict: int,
         context_shift: bool = False,
+        encode: Callable[[str], list[int]] | None = None,
     ) -> None:
         self.request = request
         self.handle = handle
@@ -73,6 +86,10 @@ class Sequence:
         self.t_prompt_start = 0.0
         self.t_prompt_ms = 0.0
         self.t_gen_start = 0.0
+        # Reasoning budget: watches the generated text; a forced end of reasoning waits here token by token.
+        self.budget = reasoning_budget(request.reasoning) if encode is not None else None
+        self._encode = encode
+        self._forced: deque[int] = deque()
 
     @property
     def n_decoded(self) -> int:
@@ -95,6 +112,26 @@ class Sequence:
         self.t_prompt_ms = (now - self.t_prompt_start) * 1e3
         self.t_gen_start = now
 
+    def forced_token(self) -> int | None:
+        """The token the reasoning budget forces now in place of a sampled one, else None (ask before each token)."""
+        if self.budget is None:
+            return None
+        if not self._forced and self._encode is not None:
+            text = self.budget.forced_text()
+            if text:
+                self._forced.extend(self._encode(text))
+        return self._forced.popleft() if self._forced else None
+
+    def end_reasoning(self) -> bool:
+        """``reasoning_end``: force the end of the reasoning in progress from the next token on."""
+        return self.budget is not None and self.budget.force()
+
+    def progress(self) -> None:
+        """Report prompt processing so far, when the request asked for it (``return_progress``)."""
+        if self.request.return_progress:
+            ms = int((time.perf_counter() - self.t_prompt_start) * 1e3)
+            self.handle.push(ProgressEvent(len(self.prompt), self.n_cache, self.n_past, ms))
+
     def accept(self, token: int, sampled: Any = None) -> bool:
         """Record one sampled token, send what may be shown, and say whether generation goes on."""
         self.generated.append(token)
@@ -104,6 +141,8 @@ class Sequence:
             self._grammar_done = True  # the grammar is complete: nothing more may follow
         is_eog = token in self.eos_ids and not self.request.ignore_eos
         piece = "" if is_eog else self._detok.add(token)
+        if self.budget is not None:
+            self.budget.accept(piece)
         out, word = self._stops.feed(piece)
         if word is not None:
             self.stop_type, self.stopping_word, self.has_next_token = "word", word, False

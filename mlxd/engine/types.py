@@ -79,7 +79,34 @@ class ErrorEvent:
     code: int = 500
 
 
-Event = TokenEvent | FinalEvent | ErrorEvent
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Prompt processing so far (``return_progress``), after each prompt chunk: llama-server's ``prompt_progress``."""
+
+    total: int  # prompt tokens
+    cache: int  # of which taken from the prompt cache
+    processed: int  # of which in the slot's cache now (cached ones included)
+    time_ms: int  # since the prompt began processing
+
+
+Event = TokenEvent | FinalEvent | ErrorEvent | ProgressEvent
+
+
+@dataclass(frozen=True)
+class ReasoningSpec:
+    """A reasoning budget for one request (``--reasoning-budget``, ``reasoning_budget_*``, ``reasoning_control``).
+
+    Tokens generated inside ``start_tag`` ... one of ``end_tags`` are counted; when ``budget`` of them are spent,
+    the worker forces ``message + end_tags[0]`` into the sequence. ``controllable`` keeps the budget armed even
+    when unrestricted, so that a running request's reasoning can be ended on demand.
+    """
+
+    budget: int = -1  # -1 unrestricted, 0 ends reasoning as soon as it starts
+    message: str = ""
+    starts_in_reasoning: bool = False  # the prompt left the start tag open
+    start_tag: str = "<think>"
+    end_tags: tuple[str, ...] = ("</think>",)
+    controllable: bool = False
 
 
 @dataclass
@@ -108,3 +135,7 @@ class GenerationRequest:
     # Constrained decoding: an ``engine.constrain.ConstraintSpec``, or one already compiled with the worker's
     # ``constraint_compiler`` (a ``CompiledConstraint``); None for free generation.
     constraint: object | None = None
+    # Reasoning budget and on-demand end of reasoning; None when neither applies.
+    reasoning: ReasoningSpec | None = None
+    # Send a ProgressEvent after each prompt chunk.
+    return_progress: bool = False

@@ -65,6 +65,7 @@ class ModelWorker:
             sampling,
             getattr(loaded.tokenizer, "bos_token_id", None),
             self.constraints,
+            encode=lambda text: list(loaded.tokenizer.encode(text, add_special_tokens=False)),
         )
         # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
         self.lora = lora if lora is not None else LoraSet.empty()
@@ -133,6 +134,12 @@ class ModelWorker:
             self._inbox.append(("submit", handle))
             self._cv.notify_all()
         return handle
+
+    def end_reasoning(self, handle: RequestHandle) -> None:
+        """``reasoning_end``: end the running request's reasoning at its next token (on the worker thread)."""
+        with self._cv:
+            self._inbox.append(("reasoning_end", handle))
+            self._cv.notify_all()
 
     # -- LoRA ---------------------------------------------------------------------------------------------------
     def lora_adapters(self) -> list[dict[str, Any]]:
@@ -242,6 +249,8 @@ class ModelWorker:
                 for kind, handle in commands:
                     if kind == "submit":
                         self.scheduler.add(handle)
+                    elif kind == "reasoning_end":
+                        self.scheduler.end_reasoning(handle)
                     else:
                         self.scheduler.cancel(handle)
                 if self._actions:

@@ -18,9 +18,13 @@ class ReasoningBudget:
     with its text.
     """
 
-    def __init__(self, budget: int, *, starts_in_reasoning: bool = False, message: str = "") -> None:
+    def __init__(self, budget: int, *, starts_in_reasoning: bool = False, message: str = "",
+                 start_tag: str = THINK_OPEN, end_tags: tuple[str, ...] = (THINK_CLOSE,)) -> None:
         self.budget = budget
         self.message = message
+        self.start_tag = start_tag
+        self.end_tags = tuple(t for t in end_tags if t) or (THINK_CLOSE,)
+        self._longest_tag = max(len(t) for t in (start_tag, *self.end_tags))
         self._inside = starts_in_reasoning
         self._tail = ""  # the end of the text seen so far, where a tag may be starting
         self._remaining = budget
@@ -44,7 +48,18 @@ class ReasoningBudget:
             return None
         self._exhausted = False
         self._forcing = True
-        return self.message + THINK_CLOSE
+        return self.message + self.end_tags[0]
+
+    def force(self) -> bool:
+        """End the current reasoning now (``reasoning_end``): the next :meth:`forced_text` hands out the end.
+
+        As llama.cpp's ``common_reasoning_budget_force``, only reasoning that is being counted can be ended: outside
+        reasoning, or with its end already handed out, nothing changes and this returns False.
+        """
+        if not self._inside or self._forcing or self._exhausted:
+            return False
+        self._exhausted = True
+        return True
 
     def accept(self, piece: str) -> None:
         """Account for one generated token's text."""
@@ -72,11 +87,12 @@ class ReasoningBudget:
         text = self._tail + piece
         pos = 0
         while True:
-            tag = THINK_CLOSE if self._inside else THINK_OPEN
-            found = text.find(tag, pos)
-            if found < 0:
+            tags = self.end_tags if self._inside else (self.start_tag,)
+            hits = [(found, len(tag)) for tag in tags if (found := text.find(tag, pos)) >= 0]
+            if not hits:
                 break
+            found, length = min(hits)
             self._inside = not self._inside
-            pos = found + len(tag)
-        self._tail = text[max(pos, len(text) - len(THINK_CLOSE) + 1):]
+            pos = found + length
+        self._tail = text[max(pos, len(text) - self._longest_tag + 1):]
         return self._inside
