@@ -179,7 +179,7 @@ api-key                 list   []          split acc secret
 api-key-file            str?   ~
 ssl-key-file            str?   ~           restart
 ssl-cert-file           str?   ~           restart
-chat-template-kwargs    str?   ~
+chat-template-kwargs    str?   ~           dom=json_object
 timeout                 int    3600        >=0
 sse-ping-interval       int    30
 threads-http            int    -1          >=-1 restart

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,17 @@ def _check_domain(spec: OptionSpec, value: Any) -> None:
             raise BadValue(f"expected one of {', '.join(GGML_TYPES)}")
         elif spec.domain == "percent" and not 0 <= _int(item) <= 100:
             raise BadValue("expected an integer from 0 to 100")
+        elif spec.domain == "json_object" and not _is_json_object(item):
+            raise BadValue("expected a JSON object, e.g. '{\"enable_thinking\": false}'")
+
+
+def _is_json_object(text: Any) -> bool:
+    if isinstance(text, dict):
+        return True
+    try:
+        return isinstance(json.loads(text), dict)
+    except (TypeError, ValueError):
+        return False
 
 
 def _num(x: float) -> str:
