@@ -34,6 +34,8 @@ def valid_text(spec: OptionSpec, files: dict[str, str]) -> list[str]:
         return [files[spec.name]]
     if spec.value_type is ValueType.PAIR:
         return ["0", "1"]
+    if spec.domain == "json_object":
+        return ['{"enable_thinking": false}']
     default = spec.default
     if isinstance(default, list):
         return [",".join(default)] if default else ["a"]

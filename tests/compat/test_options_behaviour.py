@@ -38,7 +38,8 @@ EXPECTED_PARAMS = {
 def test_server_defaults_from_the_command_line(start_server: Start) -> None:
     """Sampling, generation and slot options set the defaults every request starts from."""
     running = start_server(*SAMPLING_ARGS, "--ignore-eos", "-n", "5", "--keep", "2", "-np", "2", "-c", "512",
-                           "--kv-unified", "-a", "my-alias", "--tags", "t1,t2")
+                           "--kv-unified", "-a", "my-alias", "--tags", "t1,t2",
+                           "--chat-template-kwargs", '{"enable_thinking": false}')
     with running.client() as client:
         props = client.get("/props").json()
         params = props["default_generation_settings"]["params"]
@@ -52,6 +53,16 @@ def test_server_defaults_from_the_command_line(start_server: Start) -> None:
         assert answer["tokens_predicted"] == 5 and answer["stop_type"] == "limit"  # -n 5, --ignore-eos
         settings = answer["generation_settings"]
         assert (settings["seed"], settings["top_k"], settings["mirostat"]) == (42, 7, 2)
+        chat = {"messages": [{"role": "user", "content": "hi"}]}
+        assert client.post("/apply-template", json=chat).json()["prompt"].endswith("<think>\n\n</think>\n\n")
+
+
+def test_chat_template_kwargs_must_be_a_json_object() -> None:
+    from mlxd.config import ConfigError, resolve
+
+    for text in ("enable_thinking=false", "[1]"):
+        with pytest.raises(ConfigError, match="expected a JSON object"):
+            resolve(["--chat-template-kwargs", text], {}, read_config_ini=False)
 
 
 def test_generation_config_fills_temperature_top_k_top_p(server: RunningServer, tiny_checkpoint: Path) -> None:
