@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ def _value(spec: OptionSpec) -> st.SearchStrategy[Any]:
     base: st.SearchStrategy[Any]
     if spec.choices:
         base = st.sampled_from(spec.choices)
+    elif spec.domain == "json_object":
+        base = st.dictionaries(TEXT, st.booleans() | st.integers(-9, 9) | TEXT, max_size=2).map(json.dumps)
     elif spec.value_type is ValueType.INT:
         base = st.integers(lo, hi)
     elif spec.value_type is ValueType.FLOAT:
