@@ -184,7 +184,7 @@ timeout                 int    3600        >=0
 sse-ping-interval       int    30
 threads-http            int    -1          >=-1 restart
 cache-prompt            bool   true
-cache-reuse             int    0           >=0
+cache-reuse             int    0           >=0         refuse why=cache-reuse
 metrics                 bool   false
 props                   bool   false
 slots                   bool   true
@@ -307,6 +307,8 @@ REASONS: dict[str, tuple[str, str]] = {
              "leave it unset; mlxd decodes without a draft model"),
     "multimodal": ("multimodal projectors are GGUF files that the MLX engine cannot load",
                    "serve a text model; multimodal input is not supported"),
+    "cache-reuse": ("KV-shift chunk reuse is not implemented; the prompt cache reuses the longest common prefix",
+                    "leave it at 0; prompt caching stays on"),
     "kv-type": ("the KV cache is kept in the checkpoint's own dtype; ggml cache types do not apply to MLX",
                 "leave it at f16 or unset"),
     "placement": ("tensor placement between CPU and GPU is a ggml feature; MLX keeps every tensor in unified memory",
