@@ -26,11 +26,17 @@ for preset in ${BENCH_PRESETS:-tiny small}; do
         --out "$OUT/http-$preset.json" | tee "$OUT/http-$preset.md"
 done
 
+echo "== small: mlx_lm.server with mlx's bundled BLAS, a short probe" >&2
+$PY bench/bench_http.py "$MODELS/small" --streams 1,8 --tokens 32 --repeat 1 --prefix 256 \
+    --out "$OUT/http-small-bundled.json" | tee "$OUT/http-small-bundled.md"
+
 echo "== small: constrained decode" >&2
 for constraint in json gbnf; do
     $PY bench/bench_constrained.py "$MODELS/small" --tokens 128 --streams 1,8 --constraint "$constraint" \
         | tee "$OUT/constrained-small-$constraint.json"
 done
 
-echo "== tiny: change latency under 8 streams" >&2
-$PY bench/bench_reload.py "$MODELS/tiny" --out "$OUT/reload-tiny.json" | tee "$OUT/reload-tiny.md"
+for preset in tiny small; do
+    echo "== $preset: change latency under 8 streams" >&2
+    $PY bench/bench_reload.py "$MODELS/$preset" --out "$OUT/reload-$preset.json" | tee "$OUT/reload-$preset.md"
+done
