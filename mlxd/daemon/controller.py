@@ -13,7 +13,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
 
 from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
 from mlxd.daemon.discovery import resolve_serving
@@ -87,6 +87,7 @@ class Controller:
         self.model_states: dict[str, tuple[str, str | None]] = {}
         self.lock = asyncio.Lock()
         self.started_at = time.time()
+        self._retiring: set[asyncio.Task[None]] = set()  # replaced models (or a router pool) still draining
 
     # -- what is running --------------------------------------------------------------------------------------
     @property
@@ -264,13 +265,25 @@ class Controller:
         # The swap: new requests see the new model and configuration from here on.
         self.serving.config = desired.config
         self.serving.model = replacement
-        if current is not None and replacement is not None and replacement.worker is not current.worker:
-            asyncio.get_running_loop().create_task(self._retire(current, desired))
-        elif current is not None and replacement is None:
-            asyncio.get_running_loop().create_task(self._retire(current, desired))
+        if current is not None and (replacement is None or replacement.worker is not current.worker):
+            self._in_background(self._retire(current, desired))
         if pool is not None and not desired.is_router:  # a model argument now: the router's models drain and go
             self.serving.pool = None
-            asyncio.get_running_loop().create_task(pool.close(float(desired.config.shutdown_timeout)))
+            self._in_background(pool.close(float(desired.config.shutdown_timeout)))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def close(self) -> None:
+        """The daemon is stopping: let a change in progress finish, then wait for replaced models to be freed.
+
+        A worker left running when the event loop ends would be torn down with the interpreter, which aborts.
+        """
+        async with self.lock:
+            while self._retiring:
+                await asyncio.gather(*self._retiring, return_exceptions=True)
 
     async def _retire(self, old: "ServedModel", desired: ResolvedConfig) -> None:
         """Let the replaced model finish its in-flight generations, then free it."""

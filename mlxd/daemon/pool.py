@@ -33,8 +33,8 @@ def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
     explicit = {name for name in resolved.provenance if resolved.explicit(name)}
     values = {name: resolved.value(name) for name in resolved.provenance}
     aliases = list(cfg.alias or [])
-    return _serve(cfg, explicit, values, name=aliases[0] if aliases else (cfg.model or cfg.hf_repo),
-                  aliases=aliases)
+    return _serve_on_own_thread(cfg, explicit, values, name=aliases[0] if aliases else (cfg.model or cfg.hf_repo),
+                                aliases=aliases)
 
 
 def load_router_model(model: "ModelResolved") -> "ServedModel":
@@ -47,9 +47,19 @@ def load_router_model(model: "ModelResolved") -> "ServedModel":
     tbl = table()
     explicit = {name for name in model.provenance if model.explicit(name)}
     values = {name: getattr(model.config, tbl.get(name).field) for name in model.provenance}
-    served = _serve(model.config, explicit, values, name=model.name, aliases=list(model.config.alias or []))
+    served = _serve_on_own_thread(model.config, explicit, values, name=model.name,
+                                  aliases=list(model.config.alias or []))
     served.config = model.config  # its requests are served with its own options
     return served
+
+
+def _serve_on_own_thread(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name: str | None,
+                         aliases: list[str]) -> "ServedModel":
+    """``_serve`` on a thread of its own: loading is MLX work, which a pooled thread must not do (engine.threads)."""
+    from mlxd.engine.threads import run_on_own_thread
+
+    return run_on_own_thread(lambda: _serve(cfg, explicit, values, name=name, aliases=aliases),
+                             name="mlxd-load")
 
 
 def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name: str | None,
@@ -57,6 +67,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     """Load the checkpoint ``cfg`` names, with its template, sampling defaults and a started worker."""
     from mlxd.api.state import ServedModel
     from mlxd.engine.chat import load_chat_template
+    from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loader import load_model, resolve_model_source
     from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
     from mlxd.engine.sampling import defaults_from
@@ -65,6 +76,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     adapters = check_adapters(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply))
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
+    check_embedding_options(path, embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling)
     loaded = load_model(path)
     try:
         tokenizer = loaded.tokenizer

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError
+from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError, Unavailable
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
@@ -79,6 +79,7 @@ class ModelPool:
         self._tick = itertools.count(1)
         self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
+        self._closed = False  # the daemon is stopping: nothing new is loaded
 
     # -- names ------------------------------------------------------------------------------------------------
     def entries(self) -> list[Entry]:
@@ -171,13 +172,16 @@ class ModelPool:
 
     async def close(self, timeout: float) -> None:
         """Stop every model (the daemon is stopping)."""
+        self._closed = True
         if self._idle_task is not None:
             self._idle_task.cancel()
         for entry in list(self._entries.values()):
             if entry.task is not None:
                 await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
+        # Models already draining (evicted, idle, reloaded) are waited for too: no worker may outlive the pool.
+        draining = [asyncio.shield(e.stopping) for e in self._entries.values() if e.stopping is not None]
         await asyncio.gather(*(self._stop(e, "shutdown", timeout) for e in self._entries.values()
-                               if e.state == "loaded"))
+                               if e.state == "loaded"), *draining, return_exceptions=True)
 
     async def apply(self, desired: "ResolvedConfig") -> None:
         """A committed configuration change: models added, removed or changed (rule 2.17: running models whose
@@ -260,6 +264,8 @@ class ModelPool:
                 raise EngineError(f"model name={entry.name} failed to load") from exc
 
     def _start_load(self, entry: Entry) -> "asyncio.Task[None]":
+        if self._closed:
+            raise Unavailable(f"model name={entry.name} is not loaded and the server is stopping")
         self._set(entry, "loading")
         self._publish(entry.name, "model_status", {"status": "loading"})
         task = asyncio.get_running_loop().create_task(self._load(entry))

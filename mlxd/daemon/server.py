@@ -213,7 +213,8 @@ class Daemon:
         controller = self.controller
 
         async def on_change(path: str) -> None:
-            await controller.reload(f"file:{path}")
+            # Shielded: stopping the watcher must not abandon a model load half way (the drain waits for it).
+            await asyncio.shield(controller.reload(f"file:{path}"))
 
         return loop.create_task(watch_files(paths, on_change, self.shutdown))
 
@@ -254,6 +255,8 @@ class Daemon:
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
             log.warning("drain timed out with %d request(s) in flight; stopping anyway", self.in_flight.count)
+        if self.controller is not None:
+            await self.controller.close()  # a change in progress lands; replaced models are freed
         pool = self.serving.pool if self.serving else None
         if pool is not None:
             await pool.close(timeout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -28,6 +27,7 @@ from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Slot
+from mlxd.engine.threads import release_streams, wait_os_thread_exit
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
 from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
 
@@ -102,7 +102,7 @@ class ModelWorker:
             self._stopping = True
             self._cv.notify_all()
         thread.join()
-        _wait_os_thread_exit(thread)
+        wait_os_thread_exit(thread)
         with self._cv:
             self._thread = None
 
@@ -235,42 +235,46 @@ class ModelWorker:
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        # A thread-local stream, as mlx_lm's generation stream: MLX work from a plain stream on a non-main thread
-        # aborts the interpreter at exit (mlx 0.32).
-        stream = mx.new_thread_local_stream(mx.default_device())
-        with mx.stream(stream):
-            while True:
+        # A thread-local stream, as mlx_lm's generation stream, released when the thread ends (engine.threads).
+        try:
+            with mx.stream(mx.new_thread_local_stream(mx.default_device())):
+                self._serve()
+        finally:
+            release_streams()
+
+    def _serve(self) -> None:
+        """The worker loop: take commands, step the scheduler, stop when told."""
+        while True:
+            with self._cv:
+                while not self._inbox and not self._actions and self.scheduler.idle and not self._stopping:
+                    self._cv.wait()
+                commands = list(self._inbox)
+                self._inbox.clear()
+                stopping = self._stopping
+            for kind, handle in commands:
+                if kind == "submit":
+                    self.scheduler.add(handle)
+                elif kind == "reasoning_end":
+                    self.scheduler.end_reasoning(handle)
+                else:
+                    self.scheduler.cancel(handle)
+            if self._actions:
+                self._run_slot_actions()
+            if stopping:
                 with self._cv:
-                    while not self._inbox and not self._actions and self.scheduler.idle and not self._stopping:
-                        self._cv.wait()
-                    commands = list(self._inbox)
-                    self._inbox.clear()
-                    stopping = self._stopping
-                for kind, handle in commands:
-                    if kind == "submit":
-                        self.scheduler.add(handle)
-                    elif kind == "reasoning_end":
-                        self.scheduler.end_reasoning(handle)
-                    else:
-                        self.scheduler.cancel(handle)
-                if self._actions:
-                    self._run_slot_actions()
-                if stopping:
-                    with self._cv:
-                        abandoned, self._actions = self._actions, []
-                    for _, _, done in abandoned:
-                        done.set_exception(Unavailable("the model was unloaded"))
-                    self.scheduler.cancel_all("the model was unloaded before the request finished")
-                    self.scheduler.close()
-                    mx.synchronize(stream)
-                    return
-                try:
-                    self.scheduler.step()
-                except Exception:  # a bug in the loop itself: fail what runs, keep serving
-                    log.exception("scheduler step failed")
-                    self.scheduler.cancel_all("internal error in the model worker")
-                if self.scheduler.idle:
-                    mx.clear_cache()  # give MLX's buffer cache back between bursts, as mlx_lm does
+                    abandoned, self._actions = self._actions, []
+                for _, _, done in abandoned:
+                    done.set_exception(Unavailable("the model was unloaded"))
+                self.scheduler.cancel_all("the model was unloaded before the request finished")
+                self.scheduler.close()
+                return
+            try:
+                self.scheduler.step()
+            except Exception:  # a bug in the loop itself: fail what runs, keep serving
+                log.exception("scheduler step failed")
+                self.scheduler.cancel_all("internal error in the model worker")
+            if self.scheduler.idle:
+                mx.clear_cache()  # give MLX's buffer cache back between bursts, as mlx_lm does
 
 
 class Constraints:
@@ -300,22 +304,6 @@ class Constraints:
         compiler = self.compiler
         compiled = constraint if isinstance(constraint, CompiledConstraint) else compiler.compile(constraint)
         return Matcher(compiled, compiler.tokenizer)
-
-
-def _wait_os_thread_exit(thread: threading.Thread, timeout: float = 2.0) -> None:
-    """Wait until the operating system has finished the thread, not just its Python part.
-
-    MLX keeps a per-thread compile cache whose destructor runs after ``join()`` returns and needs the GIL; if the
-    interpreter is shutting down by then, the process aborts. On Linux the thread's /proc entry tells when it is
-    gone; elsewhere there is nothing to wait on.
-    """
-    tid = thread.native_id
-    task = f"/proc/self/task/{tid}"
-    if tid is None or not os.path.isdir("/proc/self/task"):
-        return
-    deadline = time.monotonic() + timeout
-    while os.path.exists(task) and time.monotonic() < deadline:
-        time.sleep(0.001)
 
 
 class _TrackedHandle(RequestHandle):

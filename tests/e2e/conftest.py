@@ -63,11 +63,14 @@ def launch(args: list[str], log_path: Path, *, env: dict[str, str] | None = None
                                stdin=subprocess.DEVNULL)
     log_file.close()
     running = RunningServer(process, log_path, argv=argv)
+    # With --log-file the daemon's lines go there, not to stdout.
+    log_file = Path(args[args.index("--log-file") + 1]) if "--log-file" in args else None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{program} exited with {process.returncode}:\n{running.log()}")
-        match = LISTENING.search(running.log())
+        lines = running.log() + (log_file.read_text(errors="replace") if log_file and log_file.exists() else "")
+        match = LISTENING.search(lines)
         if match:
             running.base_url = match.group(1)
             break
