@@ -19,7 +19,7 @@ from typing import Any, Callable
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import context_shift, slot_state
+from mlxd.engine import context_shift, embed, slot_state
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.lora import LoraSet
@@ -73,6 +73,7 @@ class ModelWorker:
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
         self._actions: list[tuple[int, Callable[[Slot], int], Future[int]]] = []
+        self._jobs: list[tuple[Callable[[], Any], Future[Any]]] = []  # embeddings, run between steps
         self._in_flight = 0  # submitted, terminal event not yet pushed
         self._next_task = 0
         self._accepting = False
@@ -219,6 +220,59 @@ class ModelWorker:
             except Exception as exc:
                 done.set_exception(exc)
 
+    # -- embeddings (POST /embedding, /v1/embeddings): one forward pass on the worker thread, between steps ------
+    def embeddings(self, inputs: list[list[int]], pooling: str,
+                   embd_normalize: int) -> Future[list[embed.EmbeddingResult]]:
+        """Queue the embeddings of ``inputs``; the future holds one ``EmbeddingResult`` per input.
+
+        Raises at once what b10621 refuses per input: more tokens than one physical batch (``--ubatch-size``) or
+        a slot's context when pooling needs the whole input at once, the slot's context otherwise.
+        """
+        for tokens in inputs:
+            n = len(tokens)
+            if pooling == "last":  # b10621 may split a last-token input across batches
+                if n >= self.n_ctx_slot:
+                    raise ContextOverflow(n, self.n_ctx_slot)
+                continue
+            if n > self.settings.ubatch_size:
+                raise EngineError(f"input ({n} tokens) is too large to process. increase the physical batch size "
+                                  f"(current batch size: {self.settings.ubatch_size})")
+            if n > self.n_ctx_slot:
+                raise ContextOverflow(n, self.n_ctx_slot, f"input ({n} tokens) is larger than the max context size "
+                                      f"({self.n_ctx_slot} tokens). skipping")
+        bad = [t for tokens in inputs for t in tokens if not 0 <= t < self.scheduler.vocab_size]
+        if bad:
+            raise InvalidRequest(f"invalid token id {bad[0]}: the vocabulary has {self.scheduler.vocab_size} tokens")
+        done: Future[list[embed.EmbeddingResult]] = Future()
+
+        def job() -> list[embed.EmbeddingResult]:
+            # The server-wide adapter scales apply, whatever snapshot the running generations use meanwhile.
+            running = self.lora.applied if len(self.lora) else None
+            if running is not None:
+                self.lora.apply(self.lora.snapshot(None))
+            try:
+                return embed.embed(self.loaded.model, inputs, pooling, embd_normalize)
+            finally:
+                if running is not None:
+                    self.lora.apply(running)
+
+        with self._cv:
+            if not self._accepting:
+                raise Unavailable("the model is not accepting requests (it is stopping or not started)")
+            self._jobs.append((job, done))
+            self._cv.notify_all()
+        return done
+
+    def _run_jobs(self) -> None:
+        with self._cv:
+            jobs, self._jobs = self._jobs, []
+        for job, done in jobs:
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(job())
+                except Exception as exc:
+                    done.set_exception(exc)
+
     @property
     def n_in_flight(self) -> int:
         return self._in_flight
@@ -246,7 +300,8 @@ class ModelWorker:
         """The worker loop: take commands, step the scheduler, stop when told."""
         while True:
             with self._cv:
-                while not self._inbox and not self._actions and self.scheduler.idle and not self._stopping:
+                while (not self._inbox and not self._actions and not self._jobs and self.scheduler.idle
+                       and not self._stopping):
                     self._cv.wait()
                 commands = list(self._inbox)
                 self._inbox.clear()
@@ -260,11 +315,16 @@ class ModelWorker:
                     self.scheduler.cancel(handle)
             if self._actions:
                 self._run_slot_actions()
+            if self._jobs and not stopping:
+                self._run_jobs()
             if stopping:
                 with self._cv:
                     abandoned, self._actions = self._actions, []
+                    dropped, self._jobs = self._jobs, []
                 for _, _, done in abandoned:
                     done.set_exception(Unavailable("the model was unloaded"))
+                for _, job_done in dropped:
+                    job_done.set_exception(Unavailable("the model was unloaded"))
                 self.scheduler.cancel_all("the model was unloaded before the request finished")
                 self.scheduler.close()
                 return

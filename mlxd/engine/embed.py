@@ -1,0 +1,157 @@
+"""Embeddings from a causal LM's hidden states: the forward pass, pooling and normalisation as llama-server's.
+
+The hidden states are the decoder's output after its final norm, before the output layer (mlx-lm models expose
+that module as ``model.model``). Pooling and ``--embd-normalize`` follow b10621: ``none`` returns one vector per
+input token and is never normalised; ``mean``/``cls``/``last`` return one vector per input, normalised. ``rank``
+needs a classification head, which no mlx-lm model carries, so it is refused before any weight is read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import mlx.core as mx
+import numpy as np
+
+from mlxd.errors import EngineError
+
+POOLING_TYPES = ("none", "mean", "cls", "last", "rank")
+
+# sentence-transformers' pooling config keys, in the order llama.cpp's converter reads them.
+_SENTENCE_TRANSFORMERS_MODES = (
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_lasttoken", "last"),
+)
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    """One input's embedding: ``vectors`` is one row per token (pooling ``none``) or a single pooled row."""
+
+    vectors: list[list[float]]
+    n_tokens: int
+
+
+def model_default_pooling(path: Path) -> str:
+    """The checkpoint's own pooling: its sentence-transformers Pooling module when it has one, else ``none``.
+
+    llama.cpp reads the same facts when it converts a checkpoint to GGUF (``pooling_type``) and falls back to
+    ``none`` for a model without one, which is what a plain causal LM is.
+    """
+    modules = _read_json(Path(path) / "modules.json")
+    for module in modules if isinstance(modules, list) else []:
+        if isinstance(module, dict) and str(module.get("type", "")).endswith("Pooling"):
+            config = _read_json(Path(path) / str(module.get("path", "")) / "config.json")
+            if isinstance(config, dict):
+                for key, mode in _SENTENCE_TRANSFORMERS_MODES:
+                    if config.get(key):
+                        return mode
+    return "none"
+
+
+def effective_pooling(pooling: str | None, reranking: bool, path: Path) -> str:
+    """``--pooling`` as the server applies it: ``--reranking`` means ``rank``; unset means the model's default."""
+    if reranking:
+        return "rank"
+    if pooling:
+        return pooling
+    return model_default_pooling(path)
+
+
+def check_embedding_options(path: Path, *, embeddings: bool, reranking: bool, pooling: str | None) -> None:
+    """Refuse, before the weights are read, an embedding mode this checkpoint cannot serve (``rank`` pooling)."""
+    if not (embeddings or reranking):
+        return
+    if effective_pooling(pooling, reranking, path) == "rank":
+        raise EngineError(rank_refusal(path, "--reranking" if reranking else "--pooling rank"))
+
+
+def rank_refusal(path: Path, what: str) -> str:
+    """Why ``what`` (``--reranking`` / ``--pooling rank``) cannot be served with the checkpoint at ``path``."""
+    config = _read_json(Path(path) / "config.json")
+    arch = ", ".join(config.get("architectures") or []) if isinstance(config, dict) else ""
+    return (
+        f"{what} needs a model with a classification (rank) head, and mlx-lm loads none: {Path(path).name}"
+        f"{f' ({arch})' if arch else ''} would only yield its hidden state, not a relevance score; "
+        "serve a reranker with another server, or use --embeddings with --pooling mean, cls or last"
+    )
+
+
+def text_model(model: Any) -> Any:
+    """The module that maps token ids to the final hidden states (before the output layer)."""
+    for owner in (model, getattr(model, "language_model", None)):
+        inner = getattr(owner, "model", None) if owner is not None else None
+        if inner is not None and callable(inner) and hasattr(inner, "layers"):
+            return inner
+    raise EngineError(
+        f"{type(model).__module__}.{type(model).__name__} does not expose its decoder (model.model), "
+        "so its hidden states cannot be read for embeddings"
+    )
+
+
+def hidden_states(model: Any, inputs: Sequence[Sequence[int]]) -> list[mx.array]:
+    """Each input's final hidden states, ``(n_tokens, n_embd)``, from one forward pass without a KV cache.
+
+    The inputs are right-padded into one batch: with causal attention a real token never attends to the padding
+    after it, so its hidden state is the one a forward pass of that input alone would give.
+    """
+    decoder = text_model(model)
+    lengths = [len(tokens) for tokens in inputs]
+    width = max(lengths)
+    rows = [list(tokens) + [0] * (width - len(tokens)) for tokens in inputs]
+    out = decoder(mx.array(rows, dtype=mx.int32)).astype(mx.float32)
+    mx.eval(out)
+    return [out[i, :n] for i, n in enumerate(lengths)]
+
+
+def pool(hidden: np.ndarray, pooling: str) -> np.ndarray:
+    """Pool ``(n_tokens, n_embd)`` hidden states: ``none`` keeps every row; the others give one row."""
+    if pooling == "none":
+        return hidden
+    if pooling == "mean":
+        return hidden.mean(axis=0, keepdims=True)
+    if pooling == "cls":
+        return hidden[:1]
+    if pooling == "last":
+        return hidden[-1:]
+    raise EngineError(f"pooling {pooling!r} cannot be computed from hidden states alone")
+
+
+def normalize(vector: np.ndarray, embd_normalize: int) -> np.ndarray:
+    """``--embd-normalize``: -1 none, 0 max-abs scaled to the int16 range, 1 taxicab, 2 euclidean, >2 p-norm."""
+    x = vector.astype(np.float64)
+    if embd_normalize == -1:
+        total = 1.0
+    elif embd_normalize == 0:
+        total = float(np.max(np.abs(x), initial=0.0)) / 32760.0
+    elif embd_normalize == 2:
+        total = float(np.sqrt(np.sum(x * x)))
+    else:
+        with np.errstate(divide="ignore", over="ignore"):
+            total = float(np.sum(np.abs(x) ** embd_normalize) ** (1.0 / embd_normalize))
+    scale = 1.0 / total if total > 0.0 else 0.0
+    return (x * scale).astype(np.float32)
+
+
+def embed(model: Any, inputs: Sequence[Sequence[int]], pooling: str, embd_normalize: int) -> list[EmbeddingResult]:
+    """Embeddings of every input (call on the thread that owns the model)."""
+    results = []
+    for tokens, hidden in zip(inputs, hidden_states(model, inputs)):
+        pooled = pool(np.array(hidden, dtype=np.float32), pooling)
+        if pooling != "none":
+            pooled = normalize(pooled[0], embd_normalize)[None, :]
+        results.append(EmbeddingResult(vectors=pooled.tolist(), n_tokens=len(tokens)))
+    return results
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise EngineError(f"model {path.parent}: cannot read {path.name}: {exc}") from exc
