@@ -17,14 +17,14 @@ import httpx
 
 from mlxd.admin.address import AdminAddress, client_default, parse
 from mlxd.admin.auth import read_token
-from mlxd.errors import ConfigError
+from mlxd.errors import ConfigError, MlxdError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
-class ClientError(Exception):
+class ClientError(MlxdError):
     """A refusal from the daemon or a failure to reach it, already worded for the user."""
 
 

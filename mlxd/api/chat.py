@@ -15,7 +15,7 @@ from mlxd.api.planning import config_value
 from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
 from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
+from mlxd.engine.chat.errors import ChatTemplateError
 from mlxd.engine.chat.messages import content_parts_text
 from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
 from mlxd.engine.chat.output import ChatDelta, ChatOutputStream
@@ -96,7 +96,7 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
             tool_choice=body.get("tool_choice", "auto"), chat_template_kwargs=kwargs,
             reasoning_format=reasoning_format,
         )
-    except (ChatRequestError, ChatTemplateError) as exc:
+    except ChatTemplateError as exc:  # a request error here, whatever it is at load time
         raise InvalidRequest(exc.message) from exc
     parse_tools = body.get("parse_tool_calls")
     if parse_tools is not None and not isinstance(parse_tools, bool):
@@ -150,10 +150,7 @@ def echoed_prefill(echo: Any, messages: Any, prompt: ChatPrompt) -> str:
     if not echo or not prompt.prefilled:
         return ""
     content = messages[-1].get("content")
-    try:
-        return content_parts_text(content, "")
-    except ChatRequestError as exc:
-        raise InvalidRequest(exc.message) from exc
+    return content_parts_text(content, "")
 
 
 def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:

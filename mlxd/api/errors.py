@@ -16,8 +16,7 @@ from sanic import exceptions as sanic_exc
 from sanic.handlers import ErrorHandler
 
 from mlxd.api.body import validation_message
-from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
-from mlxd.engine.sampling.params import InvalidRequest as SamplingInvalidRequest
+from mlxd.engine.chat.errors import ChatTemplateError
 from mlxd.errors import EngineError, MlxdError, RequestError
 
 log = logging.getLogger("mlxd.api")
@@ -74,8 +73,8 @@ def translate(exc: BaseException) -> tuple[int, dict[str, Any]]:
     """An exception as (status, envelope inner object); never raises."""
     if isinstance(exc, RequestError):
         return exc.status, error_object(exc.status, exc.message, exc.type, **exc.extra)
-    if isinstance(exc, (ChatRequestError, ChatTemplateError, SamplingInvalidRequest)):
-        # the engine's refusals of what a request asked for (its messages, its template kwargs, its samplers)
+    if isinstance(exc, ChatTemplateError):
+        # a template that fails on what a request asked for (its messages, its template kwargs)
         return 400, error_object(400, exc.message, "invalid_request_error")
     if isinstance(exc, ValidationError):
         return 400, error_object(400, validation_message(exc), "invalid_request_error")

@@ -66,14 +66,11 @@ def read_stop(body: Mapping[str, Any], state: ServingState) -> list[str]:
 
 
 def read_sampling(body: Mapping[str, Any], model: ServedModel) -> Any:
-    """The request's sampling parameters over the model's defaults, refusals in b10621's wording."""
-    from mlxd.engine.sampling.params import InvalidRequest as SamplingInvalid
+    """The request's sampling parameters over the model's defaults, refusals (``InvalidRequest``) in b10621's
+    wording."""
     from mlxd.engine.sampling.params import SamplingParams
 
-    try:
-        return SamplingParams.from_request(body, model.sampling_defaults, sampling_vocab(model))
-    except SamplingInvalid as exc:
-        raise InvalidRequest(exc.message) from exc
+    return SamplingParams.from_request(body, model.sampling_defaults, sampling_vocab(model))
 
 
 class _Vocab:

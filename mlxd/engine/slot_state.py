@@ -14,12 +14,13 @@ import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
 from mlxd.engine.slots import Resident
+from mlxd.errors import EngineError
 
 FORMAT = "mlxd-slot-1"
 
 
-class SlotFileError(ValueError):
-    """A slot file that does not hold a cache this model can use."""
+class SlotFileError(EngineError):
+    """A slot file that does not hold a cache this model can use (a restore turns it into b10621's refusal)."""
 
 
 def save(resident: Resident | None, path: Path) -> int:

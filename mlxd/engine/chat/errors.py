@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlxd.errors import EngineError
+from mlxd.errors import EngineError, InvalidRequest
 
 
 class ChatTemplateError(EngineError):
@@ -27,9 +27,5 @@ class UnknownTemplateNameError(ChatTemplateError):
         self.name = name
 
 
-class ChatRequestError(EngineError):
+class ChatRequestError(InvalidRequest):
     """Chat messages or options in a request that cannot be templated (llama-server answers these with a 400)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message

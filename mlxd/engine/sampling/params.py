@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mlxd.errors import MlxdError
+from mlxd.errors import InvalidRequest
 
 DEFAULT_SEED = 0xFFFFFFFF
 DEFAULT_SAMPLERS: tuple[str, ...] = (
@@ -36,12 +36,6 @@ SAMPLER_CHARS: Mapping[str, str] = {
     "d": "dry", "k": "top_k", "y": "typ_p", "p": "top_p", "s": "top_n_sigma", "m": "min_p", "t": "temperature",
     "x": "xtc", "i": "infill", "e": "penalties", "a": "adaptive_p",
 }
-class InvalidRequest(MlxdError):
-    """A request field that b10621 refuses with 400 ``invalid_request_error``; ``message`` is upstream's wording."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @runtime_checkable
