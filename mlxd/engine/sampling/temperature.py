@@ -13,19 +13,30 @@ from mlxd.engine.sampling.truncation import top_k
 def is_greedy_temperature(temp: float, delta: float) -> bool:
     """Whether the temperature stage leaves a single finite logit (what ``temperature <= 0`` means upstream)."""
     if delta > 0.0:
-        return temp + delta <= 0.0
-    return temp <= 0.0
+        return bool(np.float32(temp + delta) <= 0.0)
+    return bool(np.float32(temp) <= 0.0)
 
 
 def scale(cur: Candidates, temp: float) -> None:
-    """Divide logits by ``temp``; ``temp <= 0`` keeps only the first maximum and sets the rest to -inf."""
-    if temp <= 0.0:
+    """Divide logits by ``temp``; ``temp <= 0`` keeps only the first maximum and sets the rest to -inf.
+
+    Upstream holds the temperature as a float, so a positive value too small for float32 is 0 and greedy. One
+    small enough for the division to overflow divides the logits' distance to the maximum instead: the same
+    distribution (a constant shift), with the maxima finite and the rest going to -inf, never inf or nan.
+    """
+    t = np.float32(temp)
+    if t <= 0.0:
         keep = int(np.argmax(cur.logits))  # first occurrence, as upstream's strict '>' scan
         top = cur.logits[keep]
         cur.logits = np.full_like(cur.logits, -np.inf)
         cur.logits[keep] = top
         return
-    cur.logits = (cur.logits / np.float32(temp)).astype(np.float32)
+    with np.errstate(over="ignore"):
+        scaled = (cur.logits / t).astype(np.float32)
+        finite = np.isfinite(cur.logits)
+        if finite.any() and not np.isfinite(scaled[finite]).all():
+            scaled = ((cur.logits - cur.logits[finite].max()) / t).astype(np.float32)
+    cur.logits = scaled
 
 
 def temperature_ext(cur: Candidates, temp: float, delta: float, exponent: float) -> None:

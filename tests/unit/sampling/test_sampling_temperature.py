@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -141,3 +142,27 @@ def test_adaptive_p_negative_target_draws_as_is():
     cur = cands([0.5, 0.3, 0.2], probs=True)
     AdaptiveP(target=-1.0, decay=0.9, rng=FixedRng(index=2)).apply(cur)
     assert cur.selected == 2 and cur.logits.tolist() == pytest.approx(np.log([0.5, 0.3, 0.2]).tolist(), rel=1e-6)
+
+
+def test_a_temperature_below_float32_is_greedy_without_warnings() -> None:
+    # upstream reads the temperature into a float: 1e-50 is 0 there, so greedy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert is_greedy_temperature(1e-50, 0.0) and not is_greedy_temperature(1e-30, 0.0)
+        cur = cands([1.0, 3.0, 2.0, 3.0])
+        scale(cur, 1e-50)
+    assert cur.logits.tolist() == [-math.inf, 3.0, -math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("temp", [1e-30, 1e-38, 1e-44])
+def test_a_tiny_positive_temperature_gives_finite_probabilities(temp: float) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cur = cands([1.0, 3.0, 2.0, 3.0, -math.inf])
+        scale(cur, temp)
+        rng = FixedRng(doubles=[0.75])
+        dist(cur, rng)
+    assert not np.isnan(cur.logits).any() and not np.isposinf(cur.logits).any()
+    # the limit of a vanishing temperature: the maxima share the mass, the rest get none
+    assert cur.p.tolist() == [0.0, 0.5, 0.0, 0.5, 0.0]
+    assert cur.selected == 3
