@@ -10,12 +10,9 @@ from typing import Any
 
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.types import GenerationRequest
-from mlxd.errors import InvalidRequest, NotSupported
+from mlxd.errors import InvalidRequest
 from mlxd.schemas.completion import NativeOptions, ServerDefaults, read_native_options
 from mlxd.schemas.fields import json_type_name, present
-
-EMBEDDING_MODE = "This server does not support completions. Start it without `--embeddings`"
-
 
 def config_value(state: ServingState, name: str, default: Any) -> Any:
     value = getattr(state.config, name, default)
@@ -38,12 +35,6 @@ def server_defaults(state: ServingState) -> ServerDefaults:
         n_parallel=n_parallel(state),
         n_cache_reuse=int(config_value(state, "cache_reuse", 0)),
     )
-
-
-def refuse_embedding_mode(state: ServingState) -> None:
-    """Upstream's embedding and reranking modes serve no completions."""
-    if config_value(state, "embeddings", False) or config_value(state, "reranking", False):
-        raise NotSupported(EMBEDDING_MODE)
 
 
 def read_stop(body: Mapping[str, Any], state: ServingState) -> list[str]:

@@ -23,7 +23,6 @@ bp = Blueprint("anthropic")
 async def messages(request: Request):
     """An Anthropic message; streamed as message_start, content blocks (with a ping), message_delta, message_stop."""
     state = serving(request)
-    planning.refuse_embedding_mode(state)
     body = to_chat(parse(MessagesRequest, json_object(request)))
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])

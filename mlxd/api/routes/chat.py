@@ -43,7 +43,6 @@ async def chat_completions(request: Request):
     """OpenAI chat completion: the template renders the messages, the answer is split into content, reasoning_content
     and tool_calls; streamed as chunks ending with ``[DONE]`` (a usage chunk first when asked)."""
     state = serving(request)
-    planning.refuse_embedding_mode(state)
     body = json_object(request)
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, messages_of(body))

@@ -38,7 +38,6 @@ def _native_final(job: gen.Job, p: planning.Plan, model: Any, settings: dict[str
 
 async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], Any, planning.Plan]:
     state = serving(request)
-    planning.refuse_embedding_mode(state)
     body = json_object(request)
     model = served_model(request)
     prompts = tokenize_prompts(model.loaded.tokenizer, body)

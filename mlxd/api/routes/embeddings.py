@@ -1,53 +1,136 @@
 """``/embedding(s)``, ``/v1/embeddings`` and ``/rerank`` with its aliases.
 
-b10621 serves these only in its embedding (``--embeddings``) or reranking (``--reranking``) mode and refuses them
-otherwise with a 501. mlxd serves generative MLX checkpoints: with the mode off it refuses exactly as upstream;
-with it on it refuses too, naming what is missing, because pooled embeddings and rerank scores are not computed yet.
+b10621 serves these only in its embedding mode (``--embeddings``; ``--reranking`` implies it with ``rank``
+pooling) and refuses them otherwise with a 501. With the mode on, mlxd pools the model's hidden states per
+``--pooling`` and normalises per ``--embd-normalize`` (mlxd.engine.embed), on the model's worker thread. Reranking
+needs a classification head, which no mlx-lm model has: the daemon refuses ``--reranking`` at startup, and the
+rerank routes say why if the mode is switched on later.
 """
 
 from __future__ import annotations
 
-from sanic import Blueprint, Request
+import asyncio
+import base64
+import struct
+from typing import Any
 
-from mlxd.api.context import serving
-from mlxd.errors import NotSupported
+from sanic import Blueprint, HTTPResponse, Request
+
+from mlxd.api.body import json_object
+from mlxd.api.context import served_model, serving
+from mlxd.api.errors import json_response
+from mlxd.api.prompts import tokenize_prompts
+from mlxd.engine import embed
+from mlxd.errors import InvalidRequest, NotSupported
 
 bp = Blueprint("embeddings")
 
 EMBEDDINGS_OFF = "This server does not support embeddings. Start it with `--embeddings`"
 RERANKING_OFF = "This server does not support reranking. Start it with `--reranking`"
-NOT_YET = (
-    "{what} are not available in mlxd yet: the server would have to pool a model's hidden states "
-    "(--pooling), which is not implemented; serve them with another server"
-)
+POOLING_NONE_OAI = "Pooling type 'none' is not OAI compatible. Please use a different pooling type"
+NO_INPUT = "\"input\" or \"content\" must be provided"
+BAD_FORMAT = "The format to return the embeddings in. Can be either float or base64"
+EMPTY_INPUT = "Input content cannot be empty"
 
 
-def refuse_embeddings(request: Request) -> None:
-    if not getattr(serving(request).config, "embeddings", False):
-        raise NotSupported(EMBEDDINGS_OFF)
-    raise NotSupported(NOT_YET.format(what="embeddings"))
+def _embedding_mode(request: Request) -> bool:
+    config = serving(request).config
+    return bool(getattr(config, "embeddings", False) or getattr(config, "reranking", False))
 
 
-def refuse_rerank(request: Request) -> None:
-    if not getattr(serving(request).config, "reranking", False):
-        raise NotSupported(RERANKING_OFF)
-    raise NotSupported(NOT_YET.format(what="rerank scores"))
+def _pooling(request: Request) -> str:
+    config = serving(request).config
+    return embed.effective_pooling(getattr(config, "pooling", None), bool(getattr(config, "reranking", False)),
+                                   served_model(request).loaded.path)
 
 
 @bp.post("/embedding")
 @bp.post("/embeddings", name="embeddings_alias")
-async def embedding(request: Request):
-    refuse_embeddings(request)
+async def embedding(request: Request) -> HTTPResponse:
+    return await _embeddings(request, oai=False)
 
 
 @bp.post("/v1/embeddings")
-async def embeddings_oai(request: Request):
-    refuse_embeddings(request)
+async def embeddings_oai(request: Request) -> HTTPResponse:
+    return await _embeddings(request, oai=True)
+
+
+async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
+    """b10621's ``handle_embeddings_impl``: checks in its order, one result per input, native or OpenAI shape."""
+    if not _embedding_mode(request):
+        raise NotSupported(EMBEDDINGS_OFF)
+    model = served_model(request)
+    pooling = _pooling(request)
+    if oai and pooling == "none":
+        raise InvalidRequest(POOLING_NONE_OAI)
+    body = json_object(request)
+    if "input" in body:
+        prompt = body["input"]
+    elif "content" in body:
+        prompt, oai = body["content"], False  # "content" is not an OpenAI field: the native shape answers
+    else:
+        raise InvalidRequest(NO_INPUT)
+    use_base64 = _encoding_format(body)
+    inputs = tokenize_prompts(model.loaded.tokenizer, {"prompt": prompt})
+    if any(not tokens for tokens in inputs):
+        raise InvalidRequest(EMPTY_INPUT)
+    embd_normalize = _embd_normalize(body, int(getattr(serving(request).config, "embd_normalize", 2)))
+    results = await asyncio.wrap_future(model.worker.embeddings(inputs, pooling, embd_normalize))
+    if not oai:
+        return json_response([{"index": i, "embedding": r.vectors} for i, r in enumerate(results)])
+    return json_response(_oai_list(body, model.name, results, use_base64))
+
+
+def _encoding_format(body: dict[str, Any]) -> bool:
+    """Whether ``encoding_format`` asks for base64 (``float``, the default, or ``base64``; anything else is 400)."""
+    if "encoding_format" not in body:
+        return False
+    value = body["encoding_format"]
+    if value == "base64":
+        return True
+    if value != "float":
+        raise InvalidRequest(BAD_FORMAT)
+    return False
+
+
+def _embd_normalize(body: dict[str, Any], default: int) -> int:
+    """The request's ``embd_normalize`` (an integer, as ``--embd-normalize``), else the server's."""
+    if "embd_normalize" not in body:
+        return default
+    value = body["embd_normalize"]
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidRequest("\"embd_normalize\" must be an integer")
+    return value
+
+
+def _oai_list(body: dict[str, Any], model_name: str, results: list[embed.EmbeddingResult],
+              use_base64: bool) -> dict[str, Any]:
+    """``format_embeddings_response_oaicompat``: the pooled vector of each input, with usage."""
+    data = []
+    for i, result in enumerate(results):
+        vector = result.vectors[0]
+        if use_base64:
+            raw = struct.pack(f"<{len(vector)}f", *vector)
+            data.append({"embedding": base64.b64encode(raw).decode("ascii"), "index": i, "object": "embedding",
+                         "encoding_format": "base64"})
+        else:
+            data.append({"embedding": vector, "index": i, "object": "embedding"})
+    n_tokens = sum(r.n_tokens for r in results)
+    requested = body.get("model")
+    return {
+        "model": requested if isinstance(requested, str) else model_name,
+        "object": "list",
+        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        "data": data,
+    }
 
 
 @bp.post("/rerank")
 @bp.post("/reranking", name="reranking")
 @bp.post("/v1/rerank", name="v1_rerank")
 @bp.post("/v1/reranking", name="v1_reranking")
-async def rerank(request: Request):
-    refuse_rerank(request)
+async def rerank(request: Request) -> HTTPResponse:
+    """Refused as b10621 refuses it without rank pooling; with it, refused naming the missing head."""
+    if not _embedding_mode(request) or _pooling(request) != "rank":
+        raise NotSupported(RERANKING_OFF)
+    raise NotSupported(embed.rank_refusal(served_model(request).loaded.path, "reranking"))

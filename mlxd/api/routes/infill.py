@@ -99,7 +99,6 @@ def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any]) 
 @bp.post("/infill")
 async def infill(request: Request):
     state = serving(request)
-    planning.refuse_embedding_mode(state)
     model = served_model(request)
     tokenizer = model.loaded.tokenizer
     fim = fim_tokens(tokenizer.get_vocab())

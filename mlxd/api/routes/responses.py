@@ -24,7 +24,6 @@ bp = Blueprint("responses")
 async def responses(request: Request):
     """A ``response`` object, or its event stream (response.created ... response.completed)."""
     state = serving(request)
-    planning.refuse_embedding_mode(state)
     body = to_chat(parse(ResponsesRequest, json_object(request)))
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])
