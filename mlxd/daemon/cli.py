@@ -58,9 +58,10 @@ def _dispatch(module_name: str, what: str, argv: list[str]) -> int:
 
 
 def _resolve(args: list[str], config: str | None) -> ResolvedConfig:
-    from mlxd.config import resolve
+    """The configuration as the daemon would serve it: in router mode, with the model store's models."""
+    from mlxd.daemon.discovery import resolve_serving
 
-    return resolve((["--config", config] if config else []) + args, dict(os.environ))
+    return resolve_serving((["--config", config] if config else []) + args, dict(os.environ))
 
 
 def _config_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from mlxd.daemon.discovery import resolve_serving
@@ -52,3 +56,23 @@ def test_dedup_cache_models_hides_the_store_entry_a_preset_serves(tmp_path: Path
                                 "--models-preset", str(tmp_path / "p.ini")], {})
     assert sorted(resolved.models) == ["mine", "owner/other", "owner/tiny"]
     assert sorted(e.name for e in ModelPool(resolved, load_router_model).entries()) == ["mine", "owner/other"]
+
+
+def test_config_explain_and_dump_list_the_store_models_the_router_serves(tmp_path: Path,
+                                                                         tiny_checkpoint: Path) -> None:
+    cache_repo(tmp_path / "store", "owner/tiny", tiny_checkpoint)
+    mlxd = str(Path(sys.executable).parent / "mlxd")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_", "MLXD_"))}
+    env["XDG_CONFIG_HOME"] = str(tmp_path)
+    router = ["--", "--model-store-root", str(tmp_path / "store")]
+
+    def run(*args: str) -> str:
+        done = subprocess.run([mlxd, "config", *args, *router], capture_output=True, text=True, env=env, timeout=60,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    explained = json.loads(run("explain", "--format", "json"))
+    assert list(explained["models"]) == ["owner/tiny"]
+    assert explained["models"]["owner/tiny"]["model"]["source"] == "store"
+    assert '[models."owner/tiny"]' in run("dump")
