@@ -13,7 +13,7 @@ from typing import Any
 
 from mlxd.api.planning import Plan, engine_request
 from mlxd.api.state import ServedModel
-from mlxd.engine.types import ErrorEvent, FinalEvent, Timings, TokenEvent
+from mlxd.engine.types import ErrorEvent, FinalEvent, ProgressEvent, Timings, TokenEvent
 from mlxd.errors import RequestError
 
 
@@ -39,10 +39,11 @@ class Job:
                        predicted_n=len(self.events), predicted_ms=(now - first) * 1e3)
 
 
-def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "") -> list[Job]:
+def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "", progress: bool = False) -> list[Job]:
     """Queue one generation per prompt and per ``n_cmpl``; if one is refused, those already queued are cancelled.
 
     ``metrics`` (the app's ``ServerMetrics``) counts the request under ``route`` and each generation at its end.
+    ``progress``: the route renders ``ProgressEvent`` (``return_progress``), so the worker sends them.
     """
     if metrics is not None:
         metrics.on_request(route)
@@ -50,7 +51,7 @@ def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "")
     try:
         for tokens in p.prompts:
             for _ in range(p.opts.n_cmpl):
-                handle = model.worker.submit(engine_request(p, tokens))
+                handle = model.worker.submit(engine_request(p, tokens, progress=progress))
                 jobs.append(Job(index=len(jobs), prompt_tokens=tokens, handle=handle, metrics=metrics))
     except BaseException:
         cancel(jobs)
@@ -71,7 +72,8 @@ def _failed(ev: ErrorEvent) -> RequestError:
     return err
 
 
-async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
+
+async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent | ProgressEvent], None]:
     """Every job's events, interleaved as they arrive; an ``ErrorEvent`` raises its envelope error.
 
     Leaving the iteration early (a client gone, an error) cancels the jobs that have not finished.
@@ -99,6 +101,8 @@ async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | 
                 remaining -= 1
                 if job.metrics is not None:
                     job.metrics.on_final(ev)
+            elif isinstance(ev, ProgressEvent):
+                pass  # prompt processing: neither a token nor the end
             else:
                 if job.first_token is None:
                     job.first_token = time.perf_counter()
@@ -120,7 +124,7 @@ async def run(jobs: Sequence[Job]) -> list[Job]:
     return list(jobs)
 
 
-async def started(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
+async def started(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent | ProgressEvent], None]:
     """``events(jobs)`` once the first event is in: a refusal the worker reports up front (a prompt that does not
     fit) is then raised before a stream's 200 status line goes out, as b10621 does."""
     stream = events(jobs)
@@ -132,7 +136,7 @@ async def started(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent |
         await stream.aclose()
         raise
 
-    async def chained() -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent], None]:
+    async def chained() -> AsyncGenerator[tuple[Job, TokenEvent | FinalEvent | ProgressEvent], None]:
         try:
             if first is not None:
                 yield first

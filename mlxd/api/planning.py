@@ -112,6 +112,7 @@ class Plan:
     display: dict[str, Any] = field(default_factory=dict)
     constraint_spec: Any = None  # an engine.constrain.ConstraintSpec, for generation_settings
     constraint: Any = None  # the same, compiled, for the worker
+    reasoning: Any = None  # an engine.types.ReasoningSpec (mlxd.api.reasoning), None for no budget
 
     @property
     def n_probs(self) -> int:
@@ -126,9 +127,11 @@ def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, promp
          *, cache_namespace: str = "raw") -> Plan:
     """Read a request's fields into a ``Plan``; every refusal happens here or in ``constrain``, before anything
     is queued."""
+    from mlxd.api.reasoning import native_spec
+
     opts = read_native_options(body, server_defaults(state))
     return Plan(opts=opts, sampling=read_sampling(body, model), stop=read_stop(body, state), prompts=prompts,
-                cache_namespace=cache_namespace)
+                cache_namespace=cache_namespace, reasoning=native_spec(opts.reasoning))
 
 
 def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning_format: str = "deepseek",
@@ -197,8 +200,8 @@ def grammar_settings(spec: Any) -> dict[str, Any]:
             "preserved_tokens": list(spec.preserved_tokens)}
 
 
-def engine_request(p: Plan, tokens: list[int]) -> GenerationRequest:
-    """The worker's request for one prompt of the plan."""
+def engine_request(p: Plan, tokens: list[int], *, progress: bool = False) -> GenerationRequest:
+    """The worker's request for one prompt of the plan; ``progress``: the route renders ``return_progress``."""
     return GenerationRequest(
         prompt_tokens=tokens,
         sampling=p.sampling,
@@ -217,4 +220,6 @@ def engine_request(p: Plan, tokens: list[int]) -> GenerationRequest:
         lora=lora_scales(p.opts),
         display_params=p.display or slot_params(generation_settings(p)),
         constraint=p.constraint,
+        reasoning=p.reasoning,
+        return_progress=progress and p.opts.stream and p.opts.return_progress,
     )

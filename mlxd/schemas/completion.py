@@ -23,6 +23,7 @@ from mlxd.schemas.fields import (
     read_bool,
     read_int,
     read_object,
+    read_str,
     read_str_list,
 )
 
@@ -44,6 +45,19 @@ class LoraEntry(BaseModel):
 
     id: int
     scale: float
+
+
+class ReasoningFields(BaseModel):
+    """The native reasoning-budget fields (token budget, tags, message, on-demand control), as sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    budget_tokens: int = -1
+    start_tag: str | None = None
+    end_tags: tuple[str, ...] = ()
+    message: str | None = None
+    control: bool = False
+    generation_prompt: str = ""
 
 
 class NativeOptions(BaseModel):
@@ -68,17 +82,11 @@ class NativeOptions(BaseModel):
     response_fields: tuple[str, ...] = ()
     id_slot: int = -1
     lora: tuple[LoraEntry, ...] | None = None
+    reasoning: ReasoningFields = ReasoningFields()
 
 
 # Fields whose feature mlxd does not have yet: any value but the inert default is refused with the reason.
 NOT_YET: dict[str, tuple[Any, str]] = {
-    "return_progress": (False, "prompt-processing progress events are not reported"),
-    "reasoning_control": (False, "the on-demand reasoning-budget sampler is not implemented"),
-    "reasoning_budget_tokens": (-1, "a per-request reasoning budget is not implemented (see --reasoning-budget)"),
-    "reasoning_budget_start_tag": (None, "a per-request reasoning budget is not implemented"),
-    "reasoning_budget_end_tags": (None, "a per-request reasoning budget is not implemented"),
-    "reasoning_budget_end_tag": (None, "a per-request reasoning budget is not implemented"),
-    "reasoning_budget_message": (None, "a per-request reasoning budget is not implemented"),
     "echo": (False, "echoing the prefilled assistant message is not implemented"),
 }
 
@@ -124,6 +132,26 @@ def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:
     return tuple(entries)
 
 
+def read_reasoning(body: Mapping[str, Any]) -> ReasoningFields:
+    """``reasoning_budget_tokens``, ``reasoning_budget_start_tag``, ``reasoning_budget_end_tags`` (alias
+    ``reasoning_budget_end_tag``, one string), ``reasoning_budget_message``, ``reasoning_control``."""
+    end_tags: list[str] = []
+    if present(body, "reasoning_budget_end_tags") is not None:
+        end_tags = read_str_list(body, "reasoning_budget_end_tags", [])
+    else:
+        one = read_str(body, "reasoning_budget_end_tag", None)
+        end_tags = [one] if one else []
+    prompt = body.get("generation_prompt")
+    return ReasoningFields(
+        budget_tokens=read_int(body, "reasoning_budget_tokens", -1, hard=(-1, INT32_MAX)),
+        start_tag=read_str(body, "reasoning_budget_start_tag", None),
+        end_tags=tuple(t for t in end_tags if t),
+        message=read_str(body, "reasoning_budget_message", None),
+        control=read_bool(body, "reasoning_control", False),
+        generation_prompt=prompt if isinstance(prompt, str) else "",
+    )
+
+
 def read_native_options(body: Mapping[str, Any], defaults: ServerDefaults) -> NativeOptions:
     """Read the non-sampling fields of a native completion request, with b10621's names, aliases and limits."""
     refuse_not_yet(body)
@@ -156,6 +184,7 @@ def read_native_options(body: Mapping[str, Any], defaults: ServerDefaults) -> Na
         response_fields=tuple(read_str_list(body, "response_fields", [])),
         id_slot=read_int(body, "id_slot", -1),
         lora=_read_lora(body),
+        reasoning=read_reasoning(body),
     )
 
 

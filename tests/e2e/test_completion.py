@@ -199,10 +199,10 @@ def test_infill_with_fim_markers(client: httpx.Client) -> None:
     assert missing.json()["error"]["message"] == "[json.exception.out_of_range.403] key 'input_prefix' not found"
 
 
-def test_generation_control_answers_501(client: httpx.Client) -> None:
+def test_generation_control_of_an_unknown_completion(client: httpx.Client) -> None:
     response = client.post("/v1/chat/completions/control", json={"id": "chatcmpl-x", "action": "reasoning_end"})
-    assert response.status_code == 501
-    assert response.json()["error"]["type"] == "not_supported_error"
+    assert response.status_code == 200
+    assert response.json() == {"success": False, "message": "no active completion for this id"}
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mlxd.engine.types import FinalEvent, Timings, TokenEvent, TokenProb
+from mlxd.engine.types import FinalEvent, ProgressEvent, Timings, TokenEvent, TokenProb
 from mlxd.schemas.completion import (
     CompletionChunk,
     CompletionResult,
@@ -85,6 +85,18 @@ def native_partial(
         item = token_probability(ev, post_sampling)
         if item is not None:
             chunk.completion_probabilities = [item]
+    return dump(chunk)
+
+
+def progress_json(ev: ProgressEvent) -> dict[str, int]:
+    """b10621's ``prompt_progress`` object."""
+    return {"total": ev.total, "cache": ev.cache, "processed": ev.processed, "time_ms": ev.time_ms}
+
+
+def native_progress(ev: ProgressEvent, *, index: int, n_prompt: int) -> dict[str, Any]:
+    """A streamed partial that reports prompt processing (``return_progress``): no text, no token."""
+    chunk = CompletionChunk(index=index, content="", tokens=[], stop=False, id_slot=-1, tokens_predicted=0,
+                            tokens_evaluated=n_prompt, prompt_progress=progress_json(ev))
     return dump(chunk)
 
 

@@ -71,7 +71,8 @@ def text_completion(env: Envelope, choices: list[dict[str, Any]], use: dict[str,
     return out
 
 
-def text_chunk(env: Envelope, choice: dict[str, Any], timings: Timings | None = None) -> dict[str, Any]:
+def text_chunk(env: Envelope, choice: dict[str, Any], timings: Timings | None = None,
+               progress: dict[str, int] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
         "choices": [choice],
         "created": env.created,
@@ -82,6 +83,8 @@ def text_chunk(env: Envelope, choice: dict[str, Any], timings: Timings | None = 
     }
     if timings is not None:
         out["timings"] = timings_out(timings).model_dump()
+    if progress is not None:
+        out["prompt_progress"] = progress
     return out
 
 

@@ -79,6 +79,12 @@ class ResponsesStream:
         return [("response.created", {"type": "response.created", "response": head}),
                 ("response.in_progress", {"type": "response.in_progress", "response": dict(head)})]
 
+    def progress(self, prompt_progress: dict[str, int]) -> list[Event]:
+        """Prompt processing so far (``return_progress``): another ``response.in_progress``, as b10621 sends."""
+        head = {"id": self.resp_id, "object": "response", "status": "in_progress"}
+        return [("response.in_progress", {"type": "response.in_progress", "response": head,
+                                          "prompt_progress": prompt_progress})]
+
     def diff(self, d: MessageDiff) -> list[Event]:
         events: list[Event] = []
         if d.reasoning:

@@ -7,17 +7,17 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints, planning, sse, stream_sessions
+from mlxd.api import chat, constraints, controls, planning, reasoning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
-from mlxd.api.render.native import native_final
+from mlxd.api.render.native import native_final, progress_json
 from mlxd.api.prompts import detokenize
 from mlxd.api.routes.completion import fingerprint
-from mlxd.engine.types import FinalEvent
+from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
 
 bp = Blueprint("chat")
@@ -51,8 +51,10 @@ async def chat_completions(request: Request):
     echo = chat.echoed_prefill(fields.pop("echo", None), body["messages"], prompt)
     p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
+    p.reasoning = reasoning.chat_spec(fields, p.opts.reasoning, state, model, prompt)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
+    controls.running(request).register(env.id, model.worker, jobs)
 
     if not p.opts.stream:
         await gen.run(jobs)
@@ -80,6 +82,11 @@ async def chat_completions(request: Request):
         finished = 0
         async for job, ev in stream:
             parser = parsers[job.index]
+            if isinstance(ev, ProgressEvent):
+                chunk = oai.chat_chunk(env, job.index, {"role": "assistant", "content": None})
+                chunk["prompt_progress"] = progress_json(ev)
+                yield sse.data([chunk])
+                continue
             if isinstance(ev, FinalEvent):
                 finished += 1
                 out = [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.finish()]

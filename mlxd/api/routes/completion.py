@@ -16,8 +16,8 @@ from mlxd.api.errors import json_response
 from mlxd.api.prompts import detokenize, tokenize_prompts
 from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
-from mlxd.api.render.native import native_final, native_partial
-from mlxd.engine.types import FinalEvent
+from mlxd.api.render.native import native_final, native_partial, native_progress, progress_json
+from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
 
 bp = Blueprint("completion")
@@ -53,7 +53,7 @@ async def completion(request: Request):
     state = serving(request)
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)
-    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
     if not p.opts.stream:
         await gen.run(jobs)
         results = [_native_final(job, p, model, settings) for job in jobs]
@@ -65,6 +65,8 @@ async def completion(request: Request):
         async for job, ev in stream:
             if isinstance(ev, FinalEvent):
                 yield sse.data(_native_final(job, p, model, settings))
+            elif isinstance(ev, ProgressEvent):
+                yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens)))
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
@@ -96,7 +98,7 @@ async def completions_oai(request: Request):
     body, model, p = await _prepare(request, openai=True)
     state = serving(request)
     env = oai.Envelope(model.name, fingerprint(request))
-    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
     if not p.opts.stream:
         await gen.run(jobs)
         choices = []
@@ -126,6 +128,9 @@ async def completions_oai(request: Request):
                 else:
                     choice = oai.text_choice("", job.index, None, finish_reason(ev.stop_type, False))
                     yield sse.data(oai.text_chunk(env, choice))
+            elif isinstance(ev, ProgressEvent):
+                choice = oai.text_choice("", job.index, None, None)
+                yield sse.data(oai.text_chunk(env, choice, progress=progress_json(ev)))
             else:
                 logprobs = None
                 if p.n_probs > 0:

@@ -17,8 +17,8 @@ from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.prompts import detokenize, encode
-from mlxd.api.render.native import native_final, native_partial
-from mlxd.engine.types import FinalEvent
+from mlxd.api.render.native import native_final, native_partial, native_progress
+from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest, NotSupported
 from mlxd.schemas.fields import read_str
 
@@ -110,7 +110,7 @@ async def infill(request: Request):
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)
-    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
 
     def final(job: gen.Job) -> dict[str, Any]:
         assert job.final is not None
@@ -129,6 +129,8 @@ async def infill(request: Request):
         async for job, ev in stream:
             if isinstance(ev, FinalEvent):
                 yield sse.data(final(job))
+            elif isinstance(ev, ProgressEvent):
+                yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens)))
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,

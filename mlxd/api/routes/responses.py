@@ -6,14 +6,15 @@ from collections.abc import AsyncIterator
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints, planning, sse, stream_sessions
+from mlxd.api import chat, constraints, planning, reasoning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.render import responses as resp
+from mlxd.api.render.native import progress_json
 from mlxd.api.render.openai import random_id
-from mlxd.engine.types import FinalEvent
+from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.schemas.responses import ResponsesRequest, to_chat
 
 bp = Blueprint("responses")
@@ -30,8 +31,9 @@ async def responses(request: Request):
     fields = chat.native_fields(body)
     p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, fields, state, model, chat=True)
+    p.reasoning = reasoning.chat_spec(fields, p.opts.reasoning, state, model, prompt)
     resp_id = random_id("resp_")
-    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
+    jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
 
     if not p.opts.stream:
         await gen.run(jobs)
@@ -47,7 +49,9 @@ async def responses(request: Request):
     async def frames() -> AsyncIterator[str]:
         yield "".join(sse.event(name, data) for name, data in events.start())
         async for _, ev in stream:
-            if isinstance(ev, FinalEvent):
+            if isinstance(ev, ProgressEvent):
+                out = events.progress(progress_json(ev))
+            elif isinstance(ev, FinalEvent):
                 out = [e for d in parser.finish() for e in events.diff(d)]
                 out += events.finish(parser.message, ev)
             else:

@@ -1,28 +1,21 @@
 """Stream resume (``GET /v1/stream``, ``POST /v1/streams/lookup``, ``DELETE /v1/stream``; sessions start with
 ``X-Conversation-Id`` on a streamed request, see ``mlxd.api.stream_sessions``) and
-``POST /v1/chat/completions/control``.
-
-``reasoning_end`` needs the worker to force the end of a running generation's reasoning, which it cannot do yet:
-the control route answers a 501 that says so (never a 404), and the manifest records it as deferred.
+``POST /v1/chat/completions/control`` (``{"id": "chatcmpl-...", "action": "reasoning_end"}``: the running chat
+completion's reasoning ends at its next token, see ``mlxd.api.controls``).
 """
 
 from __future__ import annotations
 
 from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.api import sse
+from mlxd.api import controls, sse
 from mlxd.api.body import json_object
 from mlxd.api.context import serving
 from mlxd.api.errors import json_response
 from mlxd.api.stream_sessions import sessions
-from mlxd.errors import InvalidRequest, NotSupported
+from mlxd.errors import InvalidRequest
 
 bp = Blueprint("streams")
-
-CONTROL = (
-    "generation control is not supported by mlxd yet: 'reasoning_end' cannot be applied to a running generation; "
-    "use --reasoning-budget or the request's chat_template_kwargs instead"
-)
 
 
 def _conversation_id(request: Request) -> str:
@@ -64,4 +57,13 @@ async def stream_delete(request: Request):
 
 @bp.post("/v1/chat/completions/control")
 async def control(request: Request):
-    raise NotSupported(CONTROL)
+    """Act on a running completion: ``reasoning_end`` (the only action b10621 knows)."""
+    body = json_object(request)
+    # b10621 reads both with json_value: a value of another type counts as absent.
+    completion_id = body.get("id") if isinstance(body.get("id"), str) else ""
+    action = body.get("action") if isinstance(body.get("action"), str) else ""
+    if not completion_id:
+        raise InvalidRequest("missing completion id")
+    if action != "reasoning_end":
+        raise InvalidRequest("unknown control action")
+    return json_response(controls.running(request).end_reasoning(completion_id))

@@ -45,8 +45,7 @@ def test_upstream_wording(body: dict, message: str) -> None:
 
 
 @pytest.mark.parametrize("field,value", [
-    ("return_progress", True), ("reasoning_budget_tokens", 10), ("reasoning_control", True), ("echo", True),
-    ("continue_final_message", {"prefix": "x"}), ("n_cache_reuse", 256),
+    ("echo", True), ("continue_final_message", {"prefix": "x"}), ("n_cache_reuse", 256),
 ])
 def test_features_not_built_are_refused(field: str, value: object) -> None:
     with pytest.raises(InvalidRequest) as caught:
@@ -58,6 +57,17 @@ def test_features_not_built_are_refused(field: str, value: object) -> None:
                                          ("echo", False), ("continue_final_message", True)])
 def test_inert_values_are_accepted(field: str, value: object) -> None:
     read_native_options({field: value}, DEFAULTS)
+
+
+def test_reasoning_budget_fields_are_read() -> None:
+    opts = read_native_options({"return_progress": True, "reasoning_budget_tokens": 10, "reasoning_control": True,
+                                "reasoning_budget_start_tag": "<think>", "reasoning_budget_end_tag": "</think>",
+                                "reasoning_budget_message": "M"}, DEFAULTS)
+    assert opts.return_progress
+    r = opts.reasoning
+    assert (r.budget_tokens, r.start_tag, r.end_tags, r.message, r.control) == (10, "<think>", ("</think>",), "M", True)
+    assert read_native_options({"reasoning_budget_end_tags": ["a", "", "b"], "reasoning_budget_end_tag": "c"},
+                               DEFAULTS).reasoning.end_tags == ("a", "b")
 
 
 def test_response_fields_projection() -> None:
