@@ -51,8 +51,13 @@ class ServingState:
     # Requests name their model; ``acquire(name, autoload, touch=...)`` returns it loaded and ``release(model)``
     # ends the request's hold on it (mlxd.api.router_mode does both around every request that names a model).
     pool: Any = None
+    # --sleep-idle-seconds (single-model): the daemon's mlxd.daemon.sleep.Sleeper, and whether the model is asleep
+    # (unloaded until a request wakes it; ``model`` is None meanwhile).
+    sleeper: Any = None
+    sleeping: bool = False
 
     @property
     def ready(self) -> bool:
-        """Whether requests may be served: a model is in service, or the router is (it loads models on demand)."""
-        return self.model is not None or self.pool is not None
+        """Whether requests may be served: a model is in service or asleep (a request wakes it), or the router is
+        (it loads models on demand)."""
+        return self.model is not None or self.pool is not None or self.sleeping

@@ -95,6 +95,7 @@ class Daemon:
         """Run the daemon; returns the process exit status."""
         from mlxd.api.app import create_app
         from mlxd.api.state import ServingState
+        from mlxd.daemon import sleep
 
         loop = asyncio.get_running_loop()
         if shutdown_trigger is not None:
@@ -110,6 +111,7 @@ class Daemon:
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
         self._count_requests(app)
+        sleep.install(app, self.serving)
         server = await app.create_server(sock=self._listener.sock, ssl=tls, access_log=False,
                                          return_asyncio_server=True)
         if server is None:
@@ -140,6 +142,8 @@ class Daemon:
                                      notifier=self.notifier, load_model=self.load_model,
                                      log_settings=self.log_settings)
         self.serving.controller = self.controller
+        if pool is None:  # a single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does
+            self.serving.sleeper = sleep.Sleeper(self.serving, self.controller)
         if pool is not None:
             pool.on_state = self.controller.model_state
             try:
@@ -157,9 +161,10 @@ class Daemon:
         what = served.name if served else ("the router" if pool is not None else "no model")
         self.notifier.ready(f"serving {what} on {self._listener.url}")
         watchdog = loop.create_task(self._watchdog()) if self.notifier.watchdog_usec else None
+        sleeper = loop.create_task(self.serving.sleeper.watch()) if self.serving.sleeper is not None else None
 
         await self.shutdown.wait()
-        for task in (watchdog, watcher):
+        for task in (watchdog, watcher, sleeper):
             if task:
                 task.cancel()
         await self._drain(server)

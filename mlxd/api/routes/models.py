@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
+from mlxd.api.state import ServedModel, ServingState
 from mlxd.schemas.models import ModelEntry, ModelList, ModelMeta, OllamaDetails, OllamaModel
 
 bp = Blueprint("models")
@@ -15,7 +18,11 @@ bp = Blueprint("models")
 @bp.get("/models", name="models")
 @bp.get("/v1/models", name="v1_models")
 async def models(request: Request) -> HTTPResponse:
-    state, model = serving(request), served_model(request)
+    return json_response(models_body(serving(request), served_model(request)))
+
+
+def models_body(state: ServingState, model: ServedModel) -> dict[str, Any]:
+    """The single-model list for the model in service."""
     loaded = model.loaded
     kind = ftype(model)
     meta = ModelMeta(
@@ -35,4 +42,4 @@ async def models(request: Request) -> HTTPResponse:
                        created=int(model.loaded_at), meta=meta)
         ],
     )
-    return json_response(body.model_dump())
+    return body.model_dump()

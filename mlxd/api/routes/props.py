@@ -79,7 +79,11 @@ def template_caps(source: str) -> ChatTemplateCaps:
 
 @bp.get("/props")
 async def get_props(request: Request) -> HTTPResponse:
-    state, model = serving(request), served_model(request)
+    return json_response(props_body(serving(request), served_model(request)))
+
+
+def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = False) -> dict[str, Any]:
+    """The ``GET /props`` object for the model in service (``sleeping``: as cached when the server sleeps)."""
     cfg = state.config
     template = model.chat_template
     source = template.source if template is not None else ""
@@ -100,11 +104,12 @@ async def get_props(request: Request) -> HTTPResponse:
         bos_token=template.bos_token if template is not None else "",
         eos_token=template.eos_token if template is not None else "",
         build_info=str(state.build_info.get("fingerprint") or f"mlxd-{__version__}"),
+        is_sleeping=sleeping,
     )
     body = props.model_dump()
     if template is not None and template.tool_use_source:
         body["chat_template_tool_use"] = template.tool_use_source
-    return json_response(body)
+    return body
 
 
 @bp.post("/props")

@@ -1,0 +1,128 @@
+"""``--sleep-idle-seconds`` for a single-model server: unload the model when idle, load it again on demand.
+
+As b10621's sleeping server: after N seconds without a request that needs the model, the model is freed. While it
+sleeps, ``/health`` answers as usual and ``GET /props`` (``is_sleeping: true``), ``/models`` and ``/v1/models``
+answer from what was cached when it fell asleep, without waking it; any other request wakes it and is served once
+the model is loaded again. The option is read on every check, so a live change applies at once (-1 disables).
+The router's per-model idle unload is ``mlxd.daemon.router.ModelPool``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from sanic import HTTPResponse, Request, Sanic
+
+from mlxd.api.app import api_prefix
+from mlxd.api.errors import json_response
+
+if TYPE_CHECKING:
+    from mlxd.api.state import ServingState
+    from mlxd.daemon.controller import Controller
+
+log = logging.getLogger("mlxd.daemon.sleep")
+
+# Routes that answer while asleep without waking the model (and whose use does not count as activity).
+HEALTH = ("/health", "/v1/health")
+CACHED = ("/props", "/models", "/v1/models")
+
+
+class Sleeper:
+    """Puts the served model to sleep when idle and wakes it for the next request that needs it."""
+
+    def __init__(self, serving: "ServingState", controller: "Controller") -> None:
+        self.serving = serving
+        self.controller = controller
+        self.last_active = time.monotonic()
+        self._cached: dict[str, dict[str, Any]] = {}
+        self._name = ""
+
+    @property
+    def idle_seconds(self) -> int:
+        return int(getattr(self.serving.config, "sleep_idle_seconds", -1) or -1)
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    async def watch(self) -> None:
+        """The idle check, for as long as the daemon serves."""
+        while True:
+            limit = self.idle_seconds
+            await asyncio.sleep(min(1.0, limit / 4) if limit > 0 else 1.0)
+            model = self.serving.model
+            if model is None or self.serving.sleeping:
+                continue
+            if model.worker.n_in_flight:
+                self.touch()  # a generation (a stream, say) still runs
+            elif limit > 0 and time.monotonic() - self.last_active >= limit:
+                # Shielded: stopping the daemon must not abandon a model half freed (the drain takes the
+                # controller's lock, so it waits for this to land).
+                await asyncio.shield(self.sleep())
+
+    async def sleep(self) -> None:
+        """Cache what sleeping routes answer, take the model out of service and free it."""
+        from mlxd.api.routes.models import models_body
+        from mlxd.api.routes.props import props_body
+
+        async with self.controller.lock:
+            served = self.serving.model
+            if served is None or served.worker.n_in_flight or self.serving.sleeping:
+                return
+            self._cached = {"/props": props_body(self.serving, served, sleeping=True)}
+            self._cached["/models"] = self._cached["/v1/models"] = models_body(self.serving, served)
+            self._name = served.name
+            self.serving.sleeping, self.serving.model = True, None
+            await asyncio.to_thread(served.worker.stop, 0.0)
+            del served
+            gc.collect()
+            self.controller.model_state(self._name, "unloaded")
+            log.info("model %s unloaded after %d s idle; sleeping until the next request", self._name,
+                     self.idle_seconds)
+
+    async def wake(self) -> None:
+        """Load the model again (once, however many requests wait for it)."""
+        async with self.controller.lock:
+            if not self.serving.sleeping:
+                return
+            if self.serving.model is None:  # a configuration change may have loaded one meanwhile
+                started = time.monotonic()
+                served = await asyncio.to_thread(self.controller.load_model, self.controller.resolved)
+                self.serving.model = served
+                log.info("model %s loaded again in %.2f s (woken by a request)",
+                         served.name if served else "none", time.monotonic() - started)
+            self.serving.sleeping = False
+            self.controller.model_states.pop(self._name, None)
+            self.controller.events.publish("model", name=self._name, state="loaded")
+            self.touch()
+
+    async def on_request(self, request: Request) -> HTTPResponse | None:
+        """After the key check: answer from the cache, or wake the model, or just note the activity."""
+        path = request.path
+        prefix = api_prefix(self.serving.config)
+        if prefix and path.startswith(prefix):
+            path = path[len(prefix):]
+        if request.method == "OPTIONS" or path in HEALTH:
+            return None
+        if path in CACHED and request.method == "GET":
+            cached = self._cached.get(path) if self.serving.sleeping else None
+            return json_response(cached) if cached is not None else None
+        self.touch()
+        if self.serving.sleeping:
+            # Shielded: a client that goes away must not abandon a load half way (its worker would be lost).
+            await asyncio.shield(self.wake())
+            self.touch()
+        return None
+
+
+def install(app: Sanic, serving: "ServingState") -> None:
+    """Route every request through the serving state's sleeper, when it has one (after the API key check)."""
+
+    async def sleep_gate(request: Request) -> HTTPResponse | None:
+        sleeper = getattr(serving, "sleeper", None)
+        return await sleeper.on_request(request) if sleeper is not None else None
+
+    app.on_request(sleep_gate, priority=50)
