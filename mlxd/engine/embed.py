@@ -137,15 +137,32 @@ def normalize(vector: np.ndarray, embd_normalize: int) -> np.ndarray:
     return (x * scale).astype(np.float32)
 
 
-def embed(model: Any, inputs: Sequence[Sequence[int]], pooling: str, embd_normalize: int) -> list[EmbeddingResult]:
-    """Embeddings of every input (call on the thread that owns the model)."""
-    results = []
-    for tokens, hidden in zip(inputs, hidden_states(model, inputs)):
-        pooled = pool(np.array(hidden, dtype=np.float32), pooling)
-        if pooling != "none":
-            pooled = normalize(pooled[0], embd_normalize)[None, :]
-        results.append(EmbeddingResult(vectors=pooled.tolist(), n_tokens=len(tokens)))
-    return results
+def embed(model: Any, inputs: Sequence[Sequence[int]], pooling: str, embd_normalize: int,
+          max_batch_tokens: int = 2048) -> list[EmbeddingResult]:
+    """Embeddings of every input (call on the thread that owns the model).
+
+    Inputs of similar length share a forward pass of at most ``max_batch_tokens`` padded tokens (at least one
+    input), so a large request never builds one huge batch.
+    """
+    results: list[EmbeddingResult | None] = [None] * len(inputs)
+    for chunk in _chunks(inputs, max_batch_tokens):
+        for i, hidden in zip(chunk, hidden_states(model, [inputs[i] for i in chunk])):
+            pooled = pool(np.array(hidden, dtype=np.float32), pooling)
+            if pooling != "none":
+                pooled = normalize(pooled[0], embd_normalize)[None, :]
+            results[i] = EmbeddingResult(vectors=pooled.tolist(), n_tokens=len(inputs[i]))
+    return [r for r in results if r is not None]
+
+
+def _chunks(inputs: Sequence[Sequence[int]], max_batch_tokens: int) -> list[list[int]]:
+    """Input indices grouped by length so that each group's padded size stays within ``max_batch_tokens``."""
+    chunks: list[list[int]] = []
+    for i in sorted(range(len(inputs)), key=lambda i: len(inputs[i])):
+        if chunks and (len(chunks[-1]) + 1) * len(inputs[i]) <= max_batch_tokens:
+            chunks[-1].append(i)  # sorted ascending: this input is the group's longest
+        else:
+            chunks.append([i])
+    return chunks
 
 
 def _read_json(path: Path) -> Any:

@@ -251,7 +251,7 @@ class ModelWorker:
             if running is not None:
                 self.lora.apply(self.lora.snapshot(None))
             try:
-                return embed.embed(self.loaded.model, inputs, pooling, embd_normalize)
+                return embed.embed(self.loaded.model, inputs, pooling, embd_normalize, self.settings.batch_size)
             finally:
                 if running is not None:
                     self.lora.apply(running)

@@ -115,3 +115,11 @@ def test_rank_pooling_is_refused_before_the_weights_are_read(tiny_checkpoint: Pa
     # Without the embedding mode the pooling type has no effect, so nothing is refused.
     embed.check_embedding_options(tiny_checkpoint, embeddings=False, reranking=False, pooling="rank")
     embed.check_embedding_options(tiny_checkpoint, embeddings=True, reranking=False, pooling="mean")
+
+
+def test_small_batches_give_the_same_embeddings(tiny_model: Any) -> None:
+    whole = embed.embed(tiny_model.model, INPUTS, "mean", 2)
+    split = embed.embed(tiny_model.model, INPUTS, "mean", 2, max_batch_tokens=4)  # every input alone
+    assert [r.n_tokens for r in split] == [len(t) for t in INPUTS]
+    for a, b in zip(whole, split):
+        np.testing.assert_allclose(a.vectors, b.vectors, rtol=1e-5, atol=1e-6)
