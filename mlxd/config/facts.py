@@ -25,8 +25,8 @@ from __future__ import annotations
 B10621_ROWS = r"""
 usage                   bool   false
 version                 bool   false
-cache-list              bool   false                   refuse why=cache-list
-completion-bash         bool   false                   refuse why=completion-bash
+cache-list              bool   false
+completion-bash         bool   false
 threads                 int    -1          >=-1 inert
 threads-batch           int    -1          >=-1 inert
 cpu-mask                str    ""          refuse why=affinity
@@ -127,7 +127,7 @@ direct-io               bool?  ~           inert
 load-mode               str    auto        inert=auto
 numa                    str?   ~           {distribute,isolate,numactl} refuse
 device                  str?   ~           refuse
-list-devices            bool   false                   refuse why=list-devices
+list-devices            bool   false
 override-tensor         list   []          split refuse why=placement
 cpu-moe                 bool   false       acc refuse why=placement
 n-cpu-moe               int    0           >=0 acc refuse why=placement
@@ -307,11 +307,6 @@ REASONS: dict[str, tuple[str, str]] = {
              "leave it unset; mlxd decodes without a draft model"),
     "multimodal": ("multimodal projectors are GGUF files that the MLX engine cannot load",
                    "serve a text model; multimodal input is not supported"),
-    "cache-list": ("mlxd does not list llama.cpp's GGUF cache; its models live in the Hugging Face model store",
-                   "run `hf cache scan`, or GET /models in router mode"),
-    "completion-bash": ("mlxd prints no bash completion script", "see `mlxd-server --help` for every spelling"),
-    "list-devices": ("MLX runs on its default device (the GPU on Apple silicon, the CPU elsewhere); there is no "
-                     "ggml device list", "run `python -c 'import mlx.core as mx; print(mx.default_device())'`"),
     "cache-reuse": ("KV-shift chunk reuse is not implemented; the prompt cache reuses the longest common prefix",
                     "leave it at 0; prompt caching stays on"),
     "kv-type": ("the KV cache is kept in the checkpoint's own dtype; ggml cache types do not apply to MLX",

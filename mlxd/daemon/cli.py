@@ -148,25 +148,6 @@ def _compat_command(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _early_exit(argv: list[str]) -> int | None:
-    """llama-server's print-and-exit options (``--help``, ``--version``) anywhere in a server command line."""
-    from mlxd import __version__
-    from mlxd.config import table
-    from mlxd.config.prepass import prepass
-
-    names = {table().by_spelling[t.text].name for t in prepass(argv, table())
-             if t.role == "option" and t.text in table().by_spelling}
-    if "usage" in names:
-        from mlxd.config.render import help_text
-
-        sys.stdout.write(help_text())
-        return EXIT_OK
-    if "version" in names:
-        print(f"mlxd {__version__} (llama-server b10621 command line)")
-        return EXIT_OK
-    return None
-
-
 def _usage() -> str:
     return ("usage: mlxd {serve|config|compat|dev|admin} ...\n"
             "  mlxd serve LLAMA_SERVER_ARGS...        run the server (same options as mlxd-server)\n"
@@ -187,8 +168,11 @@ def run(argv: list[str]) -> int:
             sys.stdout.write(_usage())
             return EXIT_OK if argv else EXIT_CONFIG
         command, rest = argv[0], argv[1:]
-        if command == "serve" and (early := _early_exit(rest)) is not None:
-            return early
+        if command == "serve":
+            from mlxd.daemon.early_exit import early_exit
+
+            if (early := early_exit(rest)) is not None:
+                return early
         if command in _DISPATCH:
             module_name, what = _DISPATCH[command]
             return _dispatch(module_name, what, rest)
