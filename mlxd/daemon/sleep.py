@@ -54,6 +54,9 @@ class Sleeper:
             limit = self.idle_seconds
             await asyncio.sleep(min(1.0, limit / 4) if limit > 0 else 1.0)
             model = self.serving.model
+            if model is not None and self.serving.sleeping:
+                await self.wake()  # a configuration change loaded a model meanwhile: it is awake
+                continue
             if model is None or self.serving.sleeping:
                 continue
             if model.worker.n_in_flight:
@@ -108,7 +111,8 @@ class Sleeper:
         if request.method == "OPTIONS" or path in HEALTH:
             return None
         if path in CACHED and request.method == "GET":
-            cached = self._cached.get(path) if self.serving.sleeping else None
+            asleep = self.serving.sleeping and self.serving.model is None
+            cached = self._cached.get(path) if asleep else None
             return json_response(cached) if cached is not None else None
         self.touch()
         if self.serving.sleeping:
