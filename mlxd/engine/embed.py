@@ -3,7 +3,10 @@
 The hidden states are the decoder's output after its final norm, before the output layer (mlx-lm models expose
 that module as ``model.model``). Pooling and ``--embd-normalize`` follow b10621: ``none`` returns one vector per
 input token and is never normalised; ``mean``/``cls``/``last`` return one vector per input, normalised. ``rank``
-needs a classification head, which no mlx-lm model carries, so it is refused before any weight is read.
+needs a classification head. mlx-lm loads none, but a Qwen3 reranker (a causal LM answering "yes" or "no") has one
+inside its output layer: llama.cpp's converter makes the head from those two rows and scores with the softmax of
+the last token's two logits. mlxd does the same from the loaded output layer; any other checkpoint is refused
+before its weights are read.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Sequence
 import mlx.core as mx
 import numpy as np
 
+from mlxd.engine import hub
 from mlxd.errors import EngineError
 
 POOLING_TYPES = ("none", "mean", "cls", "last", "rank")
@@ -25,6 +29,16 @@ _SENTENCE_TRANSFORMERS_MODES = (
     ("pooling_mode_mean_tokens", "mean"),
     ("pooling_mode_cls_token", "cls"),
     ("pooling_mode_lasttoken", "last"),
+)
+_POOLING_MODE_NAMES = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
+
+# The prompt llama.cpp's converter stores as a Qwen3 reranker's "rerank" template.
+QWEN3_RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the Instruct "
+    "provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that answer the query\n"
+    "<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n"
 )
 
 
@@ -42,6 +56,8 @@ def model_default_pooling(path: Path) -> str:
     llama.cpp reads the same facts when it converts a checkpoint to GGUF (``pooling_type``) and falls back to
     ``none`` for a model without one, which is what a plain causal LM is.
     """
+    if is_qwen3_reranker(path):
+        return "rank"
     modules = _read_json(Path(path) / "modules.json")
     for module in modules if isinstance(modules, list) else []:
         if isinstance(module, dict) and str(module.get("type", "")).endswith("Pooling"):
@@ -50,7 +66,27 @@ def model_default_pooling(path: Path) -> str:
                 for key, mode in _SENTENCE_TRANSFORMERS_MODES:
                     if config.get(key):
                         return mode
+                return _POOLING_MODE_NAMES.get(str(config.get("pooling_mode")), "none")
     return "none"
+
+
+def is_qwen3_reranker(path: Path) -> bool:
+    """Whether the checkpoint is a Qwen3 reranker, by the hints llama.cpp's converter reads: its README's title, or
+    "qwen3-reranker" in its directory, repository, ``_name_or_path``, model type or architecture."""
+    path = Path(path)
+    config = _read_json(path / "config.json")
+    if not isinstance(config, dict) or config.get("model_type") != "qwen3":
+        return False
+    readme = path / "README.md"
+    try:
+        title = readme.read_text(encoding="utf-8", errors="replace").lower() if readme.is_file() else ""
+    except OSError:
+        title = ""
+    if "# qwen3-reranker" in title:
+        return True
+    hints = [path.name, hub.repo_of_snapshot(path) or "", str(config.get("_name_or_path", "")),
+             *[str(a) for a in config.get("architectures") or []]]
+    return any("qwen3-reranker" in hint.lower() for hint in hints)
 
 
 def effective_pooling(pooling: str | None, reranking: bool, path: Path) -> str:
@@ -66,7 +102,7 @@ def check_embedding_options(path: Path, *, embeddings: bool, reranking: bool, po
     """Refuse, before the weights are read, an embedding mode this checkpoint cannot serve (``rank`` pooling)."""
     if not (embeddings or reranking):
         return
-    if effective_pooling(pooling, reranking, path) == "rank":
+    if effective_pooling(pooling, reranking, path) == "rank" and not is_qwen3_reranker(path):
         raise EngineError(rank_refusal(path, "--reranking" if reranking else "--pooling rank"))
 
 
@@ -77,8 +113,22 @@ def rank_refusal(path: Path, what: str) -> str:
     return (
         f"{what} needs a model with a classification (rank) head, and mlx-lm loads none: {Path(path).name}"
         f"{f' ({arch})' if arch else ''} would only yield its hidden state, not a relevance score; "
-        "serve a reranker with another server, or use --embeddings with --pooling mean, cls or last"
+        "serve a Qwen3 reranker (its yes/no output rows are the head), or use --embeddings with --pooling mean, "
+        "cls or last"
     )
+
+
+def rank_rows(tokenizer: Any) -> tuple[int, int]:
+    """The output-layer rows a Qwen3 reranker scores with: the ids of its "yes" and "no" tokens."""
+    ids = (tokenizer.convert_tokens_to_ids("yes"), tokenizer.convert_tokens_to_ids("no"))
+    if not all(isinstance(i, int) and i >= 0 for i in ids):
+        raise EngineError("this reranker's vocabulary has no \"yes\"/\"no\" tokens to score with")
+    return ids[0], ids[1]
+
+
+def rerank_prompt(query: str, document: str) -> str:
+    """A query and a document in the reranker's template (``format_prompt_rerank``)."""
+    return QWEN3_RERANK_TEMPLATE.replace("{query}", query).replace("{document}", document)
 
 
 def text_model(model: Any) -> Any:
@@ -121,6 +171,16 @@ def pool(hidden: np.ndarray, pooling: str) -> np.ndarray:
     raise EngineError(f"pooling {pooling!r} cannot be computed from hidden states alone")
 
 
+def rank_scores(model: Any, last_hidden: mx.array, rows: tuple[int, int]) -> np.ndarray:
+    """The classification head of a Qwen3 reranker: the softmax of the "yes" and "no" logits of each input's last
+    hidden state, ``(n_inputs, 2)`` (llama.cpp's score is the first column)."""
+    head = getattr(model, "lm_head", None)
+    if head is None:
+        head = text_model(model).embed_tokens.as_linear  # tied output layer
+    logits = head(last_hidden)[:, list(rows)].astype(mx.float32)
+    return np.array(mx.softmax(logits, axis=-1))
+
+
 def normalize(vector: np.ndarray, embd_normalize: int) -> np.ndarray:
     """``--embd-normalize``: -1 none, 0 max-abs scaled to the int16 range, 1 taxicab, 2 euclidean, >2 p-norm."""
     x = vector.astype(np.float64)
@@ -138,15 +198,24 @@ def normalize(vector: np.ndarray, embd_normalize: int) -> np.ndarray:
 
 
 def embed(model: Any, inputs: Sequence[Sequence[int]], pooling: str, embd_normalize: int,
-          max_batch_tokens: int = 2048) -> list[EmbeddingResult]:
-    """Embeddings of every input (call on the thread that owns the model).
+          max_batch_tokens: int = 2048, rows: tuple[int, int] | None = None) -> list[EmbeddingResult]:
+    """Embeddings of every input (call on the thread that owns the model); with ``rank`` pooling each result is
+    the head's output for the input (``rows`` names the reranker's yes/no rows), unnormalised, as b10621's.
 
     Inputs of similar length share a forward pass of at most ``max_batch_tokens`` padded tokens (at least one
     input), so a large request never builds one huge batch.
     """
     results: list[EmbeddingResult | None] = [None] * len(inputs)
     for chunk in _chunks(inputs, max_batch_tokens):
-        for i, hidden in zip(chunk, hidden_states(model, [inputs[i] for i in chunk])):
+        hiddens = hidden_states(model, [inputs[i] for i in chunk])
+        if pooling == "rank":
+            if rows is None:
+                raise EngineError("rank pooling needs the reranker's yes/no rows")
+            scores = rank_scores(model, mx.stack([h[-1] for h in hiddens]), rows)
+            for i, score in zip(chunk, scores):
+                results[i] = EmbeddingResult(vectors=[score.tolist()], n_tokens=len(inputs[i]))
+            continue
+        for i, hidden in zip(chunk, hiddens):
             pooled = pool(np.array(hidden, dtype=np.float32), pooling)
             if pooling != "none":
                 pooled = normalize(pooled[0], embd_normalize)[None, :]

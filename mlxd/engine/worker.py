@@ -221,9 +221,10 @@ class ModelWorker:
                 done.set_exception(exc)
 
     # -- embeddings (POST /embedding, /v1/embeddings): one forward pass on the worker thread, between steps ------
-    def embeddings(self, inputs: list[list[int]], pooling: str,
-                   embd_normalize: int) -> Future[list[embed.EmbeddingResult]]:
-        """Queue the embeddings of ``inputs``; the future holds one ``EmbeddingResult`` per input.
+    def embeddings(self, inputs: list[list[int]], pooling: str, embd_normalize: int,
+                   rows: tuple[int, int] | None = None) -> Future[list[embed.EmbeddingResult]]:
+        """Queue the embeddings of ``inputs`` (``rows``: a reranker's yes/no rows, for ``rank`` pooling); the future
+        holds one ``EmbeddingResult`` per input.
 
         Raises at once what b10621 refuses per input: more tokens than one physical batch (``--ubatch-size``) or
         a slot's context when pooling needs the whole input at once, the slot's context otherwise.
@@ -251,7 +252,8 @@ class ModelWorker:
             if running is not None:
                 self.lora.apply(self.lora.snapshot(None))
             try:
-                return embed.embed(self.loaded.model, inputs, pooling, embd_normalize, self.settings.batch_size)
+                return embed.embed(self.loaded.model, inputs, pooling, embd_normalize, self.settings.batch_size,
+                                   rows)
             finally:
                 if running is not None:
                     self.lora.apply(running)

@@ -22,10 +22,13 @@ from mlxd.config import Config
 from tests.e2e.api_harness import AppServer, served_model
 from tests.e2e.captures import key_set, load
 from tests.e2e.conftest import RunningServer, launch
+from tests.engine.test_embed import link_as_reranker
 
 NATIVE_KEYS = {"[].index", "[].embedding"}
 OAI_KEYS = {"model", "object", "usage", "usage.prompt_tokens", "usage.total_tokens", "data", "data[].embedding",
             "data[].index", "data[].object"}
+JINA_KEYS = {"model", "object", "usage", "usage.prompt_tokens", "usage.total_tokens", "results", "results[].index",
+             "results[].relevance_score"}
 OFF_CAPTURES = {"/embedding": "post_embedding", "/embeddings": "post_embedding", "/v1/embeddings": "post_v1_embeddings",
                 "/rerank": "post_rerank", "/reranking": "post_rerank", "/v1/rerank": "post_rerank",
                 "/v1/reranking": "post_rerank"}
@@ -45,6 +48,17 @@ def embedding_server(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFac
 def http(embedding_server: RunningServer) -> Iterator[httpx.Client]:
     with embedding_server.client() as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def reranker(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """``mlxd-server --reranking`` over the tiny checkpoint named as a Qwen3 reranker."""
+    root = tmp_path_factory.mktemp("reranker")
+    model = link_as_reranker(tiny_checkpoint, root / "qwen3-reranker-tiny")
+    running = launch(["-m", str(model), "--reranking", "--host", "127.0.0.1", "--port", "0"], root / "mlxd.log")
+    with running.client() as client:
+        yield client
+    running.stop()
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +181,44 @@ def test_reranking_switched_on_later_is_refused_naming_the_missing_head(app: App
     response = _post(app, Config(reranking=True), "/v1/rerank", {"query": "q", "documents": ["a", "b"]})
     assert response.status_code == 501
     assert "needs a model with a classification (rank) head" in response.json()["error"]["message"]
+
+
+DOCUMENTS = ["a panda is a bear", "the stock market fell", "pandas eat bamboo", "rain tomorrow"]
+
+
+def test_rerank_scores_sorted_and_cut_to_top_n(reranker: httpx.Client) -> None:
+    response = reranker.post("/rerank", json={"query": "what do pandas eat?", "documents": DOCUMENTS})
+    assert response.status_code == 200 and key_set(response.json()) == JINA_KEYS
+    results = response.json()["results"]
+    scores = [r["relevance_score"] for r in results]
+    assert sorted(r["index"] for r in results) == [0, 1, 2, 3] and scores == sorted(scores, reverse=True)
+    assert all(0.0 < s < 1.0 for s in scores)  # the softmax of the yes/no logits
+    for r in results:  # a document's score does not depend on the others it is batched with
+        [alone] = reranker.post("/v1/rerank", json={"query": "what do pandas eat?",
+                                                    "documents": [DOCUMENTS[r["index"]]]}).json()["results"]
+        assert alone["relevance_score"] == pytest.approx(r["relevance_score"], rel=1e-4)
+    top = reranker.post("/reranking", json={"query": "what do pandas eat?", "documents": DOCUMENTS, "top_n": 2})
+    assert top.json()["results"] == results[:2]
+
+
+def test_rerank_tei_shape(reranker: httpx.Client) -> None:
+    response = reranker.post("/v1/reranking", json={"query": "pandas", "texts": DOCUMENTS, "return_text": True})
+    assert response.status_code == 200
+    entries = response.json()
+    assert isinstance(entries, list) and key_set(entries) == {"[].index", "[].score", "[].text"}
+    assert all(e["text"] == DOCUMENTS[e["index"]] for e in entries)
+
+
+@pytest.mark.parametrize("body,message", [
+    ({"documents": ["a"]}, "\"query\" must be provided"),
+    ({"query": 3, "documents": ["a"]}, "\"query\" must be a string"),
+    ({"query": "q", "documents": []}, "\"documents\" must be a non-empty string array"),
+])
+def test_rerank_bad_requests_are_400(reranker: httpx.Client, body: dict[str, Any], message: str) -> None:
+    response = reranker.post("/rerank", json=body)
+    assert response.status_code == 400 and response.json()["error"]["message"] == message
+
+
+def test_embeddings_of_a_reranker_are_refused(reranker: httpx.Client) -> None:
+    response = reranker.post("/embedding", json={"content": "hello"})
+    assert response.status_code == 501 and "use /rerank" in response.json()["error"]["message"]

@@ -123,3 +123,37 @@ def test_small_batches_give_the_same_embeddings(tiny_model: Any) -> None:
     assert [r.n_tokens for r in split] == [len(t) for t in INPUTS]
     for a, b in zip(whole, split):
         np.testing.assert_allclose(a.vectors, b.vectors, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def reranker_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint under a Qwen3 reranker's name (llama.cpp's converter recognises it by the name too)."""
+    return link_as_reranker(tiny_checkpoint, tmp_path_factory.mktemp("models") / "qwen3-reranker-tiny")
+
+
+def link_as_reranker(checkpoint: Path, out: Path) -> Path:
+    out.mkdir()
+    for item in checkpoint.iterdir():
+        (out / item.name).symlink_to(item)
+    return out
+
+
+def test_qwen3_reranker_is_recognised_as_the_converter_does(tmp_path: Path, tiny_checkpoint: Path,
+                                                          reranker_checkpoint: Path) -> None:
+    assert not embed.is_qwen3_reranker(tiny_checkpoint)
+    assert embed.is_qwen3_reranker(reranker_checkpoint)
+    assert embed.model_default_pooling(reranker_checkpoint) == "rank"
+    by_readme = link_as_reranker(tiny_checkpoint, tmp_path / "plain")
+    (by_readme / "README.md").write_text("---\nlicense: apache-2.0\n---\n# Qwen3-Reranker-0.6B\n")
+    assert embed.is_qwen3_reranker(by_readme)
+    embed.check_embedding_options(reranker_checkpoint, embeddings=False, reranking=True, pooling=None)
+
+
+def test_rank_scores_are_the_softmax_of_the_yes_no_rows(tiny_model: Any) -> None:
+    rows = embed.rank_rows(tiny_model.tokenizer)
+    results = embed.embed(tiny_model.model, INPUTS, "rank", -1, rows=rows)
+    weight = np.array(tiny_model.model.lm_head.weight.astype(mx.float32))[list(rows)]
+    for tokens, result in zip(INPUTS, results):
+        logits = weight @ _solo_hidden(tiny_model.model, tokens)[-1]
+        expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        np.testing.assert_allclose(result.vectors, [expected], rtol=1e-4, atol=1e-6)

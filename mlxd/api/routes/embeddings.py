@@ -3,8 +3,8 @@
 b10621 serves these only in its embedding mode (``--embeddings``; ``--reranking`` implies it with ``rank``
 pooling) and refuses them otherwise with a 501. With the mode on, mlxd pools the model's hidden states per
 ``--pooling`` and normalises per ``--embd-normalize`` (mlxd.engine.embed), on the model's worker thread. Reranking
-needs a classification head, which no mlx-lm model has: the daemon refuses ``--reranking`` at startup, and the
-rerank routes say why if the mode is switched on later.
+needs a classification head: a Qwen3 reranker's is its output layer's yes/no rows; the daemon refuses
+``--reranking`` at startup for any other checkpoint, and the rerank routes say why if the mode is switched on later.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sanic import Blueprint, HTTPResponse, Request
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.api.prompts import tokenize_prompts
+from mlxd.api.prompts import encode, tokenize_prompts
 from mlxd.engine import embed
 from mlxd.errors import InvalidRequest, NotSupported
 
@@ -31,6 +31,8 @@ POOLING_NONE_OAI = "Pooling type 'none' is not OAI compatible. Please use a diff
 NO_INPUT = "\"input\" or \"content\" must be provided"
 BAD_FORMAT = "The format to return the embeddings in. Can be either float or base64"
 EMPTY_INPUT = "Input content cannot be empty"
+RANK_EMBEDDINGS = ("pooling rank yields relevance scores, not embeddings (b10621 would answer a vector holding "
+                   "them and unrelated values): use /rerank, or --pooling mean, cls or last")
 
 
 def _embedding_mode(request: Request) -> bool:
@@ -63,6 +65,8 @@ async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
     pooling = _pooling(request)
     if oai and pooling == "none":
         raise InvalidRequest(POOLING_NONE_OAI)
+    if pooling == "rank":
+        raise NotSupported(RANK_EMBEDDINGS)
     body = json_object(request)
     if "input" in body:
         prompt = body["input"]
@@ -125,12 +129,75 @@ def _oai_list(body: dict[str, Any], model_name: str, results: list[embed.Embeddi
     }
 
 
+def _rerank_mode(request: Request) -> bool:
+    """b10621's gate: the embedding mode with rank pooling set on the command line (not the model's default)."""
+    config = serving(request).config
+    reranking = bool(getattr(config, "reranking", False))
+    return reranking or (bool(getattr(config, "embeddings", False)) and getattr(config, "pooling", None) == "rank")
+
+
 @bp.post("/rerank")
 @bp.post("/reranking", name="reranking")
 @bp.post("/v1/rerank", name="v1_rerank")
 @bp.post("/v1/reranking", name="v1_reranking")
 async def rerank(request: Request) -> HTTPResponse:
-    """Refused as b10621 refuses it without rank pooling; with it, refused naming the missing head."""
-    if not _embedding_mode(request) or _pooling(request) != "rank":
+    """Jina's shape (``documents``), or TEI's (``texts``, a bare sorted list); scores from the reranker's head."""
+    if not _rerank_mode(request):
         raise NotSupported(RERANKING_OFF)
-    raise NotSupported(embed.rank_refusal(served_model(request).loaded.path, "reranking"))
+    model = served_model(request)
+    if not embed.is_qwen3_reranker(model.loaded.path):
+        raise NotSupported(embed.rank_refusal(model.loaded.path, "reranking"))
+    body = json_object(request)
+    is_tei = "texts" in body
+    if "query" not in body:
+        raise InvalidRequest("\"query\" must be provided")
+    query = body["query"]
+    if not isinstance(query, str):
+        raise InvalidRequest("\"query\" must be a string")
+    documents = _strings(body.get("documents"))
+    if documents is None:
+        documents = _strings(body.get("texts")) or []
+    if not documents:
+        raise InvalidRequest("\"documents\" must be a non-empty string array")
+    top_n = body.get("top_n", len(documents))
+    if not isinstance(top_n, int) or isinstance(top_n, bool):
+        top_n = len(documents)
+    if top_n < 0:
+        raise InvalidRequest("\"top_n\" must not be negative")
+    tokenizer = model.loaded.tokenizer
+    inputs = [encode(tokenizer, embed.rerank_prompt(query, doc), False) for doc in documents]
+    rows = embed.rank_rows(tokenizer)
+    results = await asyncio.wrap_future(model.worker.embeddings(inputs, "rank", -1, rows))
+    return json_response(_rerank_response(body, model.name, results, documents, top_n, is_tei))
+
+
+def _strings(value: Any) -> list[str] | None:
+    """``value`` when it is an array of strings (b10621's ``json_value`` falls back to the default otherwise)."""
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def _rerank_response(body: dict[str, Any], model_name: str, results: list[embed.EmbeddingResult],
+                     documents: list[str], top_n: int, is_tei: bool) -> Any:
+    """``format_response_rerank``: entries sorted by score, cut to ``top_n``; TEI's is the bare list."""
+    label = "score" if is_tei else "relevance_score"
+    return_text = is_tei and body.get("return_text") is True
+    entries = []
+    for i, result in enumerate(results):
+        entry: dict[str, Any] = {"index": i, label: result.vectors[0][0]}
+        if return_text:
+            entry["text"] = documents[i]
+        entries.append(entry)
+    entries.sort(key=lambda e: e[label], reverse=True)
+    entries = entries[:top_n]
+    if is_tei:
+        return entries
+    n_tokens = sum(r.n_tokens for r in results)
+    requested = body.get("model")
+    return {
+        "model": requested if isinstance(requested, str) else model_name,
+        "object": "list",
+        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
+        "results": entries,
+    }
