@@ -108,8 +108,8 @@ class Sleeper:
         prefix = api_prefix(self.serving.config)
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        if request.method == "OPTIONS" or path in HEALTH:
-            return None
+        if request.method == "OPTIONS" or request.route is None or path in HEALTH:
+            return None  # a preflight, an unknown route (404) and a health check never wake the model
         if path in CACHED and request.method == "GET":
             asleep = self.serving.sleeping and self.serving.model is None
             cached = self._cached.get(path) if asleep else None

@@ -33,6 +33,7 @@ def test_idle_model_sleeps_and_the_next_request_wakes_it(start_server) -> None:
         # While asleep these answer from what was cached, without waking the model.
         assert client.get("/health").json() == {"status": "ok"}
         assert client.get("/v1/models").json() == models
+        assert client.get("/no-such-route").status_code == 404
         assert client.get("/props").json()["is_sleeping"] is True
 
         again = client.post("/completion", json={"prompt": "Once upon", "n_predict": 4, "temperature": 0})
