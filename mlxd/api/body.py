@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 from sanic import Request
 
 from mlxd.errors import InvalidRequest
+from mlxd.json_types import json_type_name
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,23 +59,8 @@ def json_object(request: Request) -> dict[str, Any]:
     """The request body as a JSON object."""
     data = json_body(request)
     if not isinstance(data, dict):
-        raise InvalidRequest(f"the request body must be a JSON object, not {json_type(data)}")
+        raise InvalidRequest(f"the request body must be a JSON object, not {json_type_name(data)}")
     return data
-
-
-def json_type(value: Any) -> str:
-    """The JSON name of a decoded value's type, as error messages say it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -11,7 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api.planning import config_value
+from mlxd.api import constraints, planning, reasoning
+from mlxd.api.planning import Plan, config_value
 from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
 from mlxd.api.state import ServedModel, ServingState
@@ -175,3 +176,13 @@ def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(fmt, Mapping) and fmt.get("type") == "text":
         fields.pop("response_format")
     return fields
+
+
+async def plan(body_fields: dict[str, Any], state: ServingState, model: ServedModel, prompt: ChatPrompt,
+               tokens: list[int]) -> Plan:
+    """A chat request's plan: its native fields over the model's defaults, its constraints compiled and its
+    reasoning budget read against the rendered prompt."""
+    p = planning.plan(body_fields, state, model, [tokens], cache_namespace="chat")
+    p = await constraints.constrain(p, body_fields, state, model, chat=True)
+    p.reasoning = reasoning.chat_spec(body_fields, p.opts.reasoning, state, model, prompt)
+    return p

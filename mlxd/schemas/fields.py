@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mlxd.errors import InvalidRequest
+from mlxd.json_types import json_type_name
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -19,23 +20,6 @@ INT64_MAX = 2**63 - 1
 
 class FieldError(InvalidRequest):
     """A request field that b10621 refuses: 400 ``invalid_request_error`` with upstream's wording."""
-
-
-def json_type_name(value: Any) -> str:
-    """nlohmann's name for the JSON type of a decoded value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return "discarded"
 
 
 def _type_error(name: str, expected: str, value: Any) -> FieldError:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 from sanic import Sanic
 
 from mlxd.api.app import create_app
@@ -36,6 +37,20 @@ def served_model(loaded: Any, *, parallel: int = 2, ctx_size: int = 512) -> Serv
         chat_template=load_chat_template(loaded.path),
         sampling_defaults=SamplingParams(),
     )
+
+
+@contextlib.contextmanager
+def serving_in_process(loaded: Any, *, parallel: int = 2, ctx_size: int = 512,
+                       config: Config | None = None) -> Iterator["AppServer"]:
+    """The app over a started worker for ``loaded`` (``config`` defaults to the same parallel and ctx-size);
+    the app, then the worker, stop when the block ends."""
+    served = served_model(loaded, parallel=parallel, ctx_size=ctx_size)
+    server = AppServer(ServingState(config=config or Config(parallel=parallel, ctx_size=ctx_size), model=served))
+    try:
+        yield server
+    finally:
+        server.stop()
+        served.worker.stop()
 
 
 class AppServer:
@@ -89,6 +104,10 @@ class AppServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.sock.close()
+
+    def client(self, timeout: float = 60) -> httpx.Client:
+        """An HTTP client for the app (use it in a ``with`` block)."""
+        return httpx.Client(base_url=self.base_url, timeout=timeout)
 
     @contextlib.contextmanager
     def options(self, **values: Any) -> Iterator[Config]:

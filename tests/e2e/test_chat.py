@@ -8,9 +8,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from mlxd.api.state import ServingState
-from mlxd.config import Config
-from tests.e2e.api_harness import AppServer, served_model
+from tests.e2e.api_harness import AppServer, serving_in_process
 from tests.e2e.captures import key_set, load
 from tests.e2e.sse_frames import frames, payloads
 
@@ -22,16 +20,13 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 @pytest.fixture(scope="module")
 def app_server(tiny_model: Any) -> Iterator[AppServer]:
-    served = served_model(tiny_model, parallel=2, ctx_size=1024)
-    server = AppServer(ServingState(config=Config(parallel=2, ctx_size=1024), model=served))
-    yield server
-    server.stop()
-    served.worker.stop()
+    with serving_in_process(tiny_model, ctx_size=1024) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(app_server: AppServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+    with app_server.client() as c:
         yield c
 
 

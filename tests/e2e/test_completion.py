@@ -15,14 +15,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from mlxd.api.state import ServingState
 from mlxd.config import Config
-from mlxd.engine.chat.templates import load_chat_template
-from mlxd.engine.sampling.params import SamplingParams
-from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
-from mlxd.api.state import ServedModel
-from tests.e2e.api_harness import AppServer, served_model
+from tests.e2e.api_harness import AppServer, serving_in_process
 from tests.e2e.captures import key_set, load
 from tests.e2e.sse_frames import frames, payloads
 
@@ -42,16 +36,13 @@ SAME_MESSAGE = {"post_embedding", "post_v1_embeddings", "post_rerank", "err_chat
 
 @pytest.fixture(scope="module")
 def app_server(tiny_model: Any) -> Iterator[AppServer]:
-    served = served_model(tiny_model, parallel=2, ctx_size=512)
-    server = AppServer(ServingState(config=Config(parallel=2, ctx_size=512), model=served))
-    yield server
-    server.stop()
-    served.worker.stop()
+    with serving_in_process(tiny_model, ctx_size=512) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(app_server: AppServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+    with app_server.client() as c:
         yield c
 
 
@@ -208,14 +199,9 @@ def test_generation_control_of_an_unknown_completion(client: httpx.Client) -> No
 @pytest.fixture
 def endless_server(tiny_model: Any) -> Iterator[AppServer]:
     """One slot with the checkpoint's whole context: a generation there runs for thousands of tokens."""
-    worker = ModelWorker(tiny_model, WorkerSettings(parallel=1, ctx_size=int(tiny_model.n_ctx_train)))
-    worker.start()
-    served = ServedModel(name=tiny_model.name, aliases=[], loaded=tiny_model, worker=worker,
-                         chat_template=load_chat_template(tiny_model.path), sampling_defaults=SamplingParams())
-    server = AppServer(ServingState(config=Config(parallel=1), model=served))
-    yield server
-    server.stop()
-    worker.stop()
+    with serving_in_process(tiny_model, parallel=1, ctx_size=int(tiny_model.n_ctx_train),
+                            config=Config(parallel=1)) as server:
+        yield server
 
 
 def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> None:

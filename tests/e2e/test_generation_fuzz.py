@@ -12,9 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlxd.api.state import ServingState
-from mlxd.config import Config
-from tests.e2e.api_harness import AppServer, served_model
+from tests.e2e.api_harness import AppServer, serving_in_process
 
 HELLO = [{"role": "user", "content": "hi"}]
 # Each route with a valid body that generates at most two tokens.
@@ -51,16 +49,13 @@ FIELDS = ["prompt", "messages", "n_predict", "max_tokens", "stream", "temperatur
 
 @pytest.fixture(scope="module")
 def app_server(tiny_model: Any) -> Iterator[AppServer]:
-    served = served_model(tiny_model, parallel=2, ctx_size=512)
-    server = AppServer(ServingState(config=Config(parallel=2, ctx_size=512), model=served))
-    yield server
-    server.stop()
-    served.worker.stop()
+    with serving_in_process(tiny_model, ctx_size=512) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def client(app_server: AppServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+    with app_server.client() as c:
         yield c
 
 

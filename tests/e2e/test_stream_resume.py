@@ -9,13 +9,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from mlxd.api.state import ServedModel, ServingState
 from mlxd.config import Config
-from mlxd.engine.chat.templates import load_chat_template
-from mlxd.engine.sampling.params import SamplingParams
-from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
-from tests.e2e.api_harness import AppServer
+from tests.e2e.api_harness import AppServer, serving_in_process
 from tests.e2e.sse_frames import payloads
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "stream": True, "seed": 1}
@@ -23,19 +18,14 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "stre
 
 @pytest.fixture(scope="module")
 def app_server(tiny_model: Any) -> Iterator[AppServer]:
-    worker = ModelWorker(tiny_model, WorkerSettings(parallel=1, ctx_size=int(tiny_model.n_ctx_train)))
-    worker.start()
-    served = ServedModel(name=tiny_model.name, aliases=[], loaded=tiny_model, worker=worker,
-                         chat_template=load_chat_template(tiny_model.path), sampling_defaults=SamplingParams())
-    server = AppServer(ServingState(config=Config(parallel=1), model=served))
-    yield server
-    server.stop()
-    worker.stop()
+    with serving_in_process(tiny_model, parallel=1, ctx_size=int(tiny_model.n_ctx_train),
+                            config=Config(parallel=1)) as server:
+        yield server
 
 
 @pytest.fixture
 def client(app_server: AppServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as c:
+    with app_server.client() as c:
         yield c
 
 
@@ -61,7 +51,7 @@ def test_finished_stream_is_replayed_from_any_offset(client: httpx.Client) -> No
 
 def test_lost_connection_does_not_cancel_and_resume_completes(client: httpx.Client, app_server: AppServer) -> None:
     body = {"prompt": "Once upon a time", "n_predict": 400, "ignore_eos": True, "stream": True, "seed": 7}
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as first:
+    with app_server.client() as first:
         with first.stream("POST", "/completion", json=body, headers={"X-Conversation-Id": "c2"}) as response:
             chunks = response.iter_bytes()
             received = next(chunks)
@@ -74,7 +64,7 @@ def test_lost_connection_does_not_cancel_and_resume_completes(client: httpx.Clie
 
 def test_delete_stops_a_running_generation(client: httpx.Client, app_server: AppServer) -> None:
     body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
-    with httpx.Client(base_url=app_server.base_url, timeout=60) as first:
+    with app_server.client() as first:
         with first.stream("POST", "/completion", json=body, headers={"X-Conversation-Id": "c3"}) as response:
             next(response.iter_bytes())
     assert client.delete("/v1/stream", params={"conv_id": "c3"}).status_code == 204

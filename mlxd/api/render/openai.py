@@ -55,12 +55,18 @@ def text_choice(text: str, index: int, logprobs: dict[str, Any] | None, reason: 
 def text_completion(env: Envelope, choices: list[dict[str, Any]], use: dict[str, Any], timings: Timings | None,
                     verbose: dict[str, Any] | None = None) -> dict[str, Any]:
     """A whole ``text_completion`` object (also the last chunk of a stream, with empty text)."""
+    return _whole("text_completion", env, choices, use, timings, verbose)
+
+
+def _whole(kind: str, env: Envelope, choices: list[dict[str, Any]], use: dict[str, Any], timings: Timings | None,
+           verbose: dict[str, Any] | None) -> dict[str, Any]:
+    """A whole completion object of ``kind``, keys in b10621's order; ``__verbose`` and ``timings`` when given."""
     out: dict[str, Any] = {
         "choices": choices,
         "created": env.created,
         "model": env.model,
         "system_fingerprint": env.fingerprint,
-        "object": "text_completion",
+        "object": kind,
         "usage": use,
         "id": env.id,
     }
@@ -119,20 +125,8 @@ def chat_choice(msg: AssistantMessage, final: FinalEvent, index: int,
 
 def chat_completion(env: Envelope, choices: list[dict[str, Any]], use: dict[str, Any], timings: Timings | None,
                     verbose: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "choices": choices,
-        "created": env.created,
-        "model": env.model,
-        "system_fingerprint": env.fingerprint,
-        "object": "chat.completion",
-        "usage": use,
-        "id": env.id,
-    }
-    if verbose is not None:
-        out["__verbose"] = verbose
-    if timings is not None:
-        out["timings"] = timings_out(timings).model_dump()
-    return out
+    """A whole ``chat.completion`` object."""
+    return _whole("chat.completion", env, choices, use, timings, verbose)
 
 
 def delta_json(diff: MessageDiff) -> dict[str, Any]:

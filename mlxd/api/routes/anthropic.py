@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints, controls, planning, reasoning, sse, stream_sessions
+from mlxd.api import chat, controls, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
@@ -27,9 +27,7 @@ async def messages(request: Request):
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])
     fields = chat.native_fields(body)
-    p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
-    p = await constraints.constrain(p, fields, state, model, chat=True)
-    p.reasoning = reasoning.chat_spec(fields, p.opts.reasoning, state, model, prompt)
+    p = await chat.plan(fields, state, model, prompt, tokens)
     msg_id = random_id()
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path)
     controls.running(request).register(msg_id, model.worker, jobs)

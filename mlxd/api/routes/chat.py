@@ -7,7 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints, controls, planning, reasoning, sse, stream_sessions
+from mlxd.api import chat, controls, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -49,9 +49,7 @@ async def chat_completions(request: Request):
     fields = chat.native_fields(body)
     # echo: the continued assistant message is repeated at the head of the answer.
     echo = chat.echoed_prefill(fields.pop("echo", None), body["messages"], prompt)
-    p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
-    p = await constraints.constrain(p, fields, state, model, chat=True)
-    p.reasoning = reasoning.chat_spec(fields, p.opts.reasoning, state, model, prompt)
+    p = await chat.plan(fields, state, model, prompt, tokens)
     env = oai.Envelope(model.name, fingerprint(request))
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
     controls.running(request).register(env.id, model.worker, jobs)

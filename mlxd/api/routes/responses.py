@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, constraints, planning, reasoning, sse, stream_sessions
+from mlxd.api import chat, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
@@ -29,9 +29,7 @@ async def responses(request: Request):
     model = served_model(request)
     prompt, tokens = chat.render(body, state, model, body["messages"])
     fields = chat.native_fields(body)
-    p = planning.plan(fields, state, model, [tokens], cache_namespace="chat")
-    p = await constraints.constrain(p, fields, state, model, chat=True)
-    p.reasoning = reasoning.chat_spec(fields, p.opts.reasoning, state, model, prompt)
+    p = await chat.plan(fields, state, model, prompt, tokens)
     resp_id = random_id("resp_")
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
 

@@ -15,31 +15,17 @@ from typing import Any
 import numpy as np
 
 from mlxd.engine.sampling.params import (
-    InvalidRequest,
     SamplingParams,
     SamplingVocab,
     sampler_names_from_chars,
     sampler_names_from_list,
 )
+from mlxd.errors import InvalidRequest
+from mlxd.json_types import json_type_name
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 FLT_MAX = 3.4028234663852886e38
-
-
-def json_type_name(value: Any) -> str:
-    """nlohmann::json's ``type_name()`` for a decoded JSON value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _type_error(expected: str, value: Any) -> str:
