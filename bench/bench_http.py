@@ -142,8 +142,9 @@ def table(report: dict[str, Any]) -> str:
                  (f"{n} streams: TTFT p50 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p50_s"]),
                  (f"{n} streams: TTFT p95 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p95_s"]),
                  (f"{n} streams: failed requests", lambda s, n=n: s["aggregate"][n]["failed"])]
-    rows += [("1024-prefix TTFT cold ms", lambda s: 1000 * s["prefix_ttft_s"]["cold"]),
-             ("1024-prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]),
+    prefix = servers["mlxd"]["prefix_ttft_s"]["tokens"]
+    rows += [(f"{prefix}-token prefix TTFT cold ms", lambda s: 1000 * s["prefix_ttft_s"]["cold"]),
+             (f"{prefix}-token prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]),
              ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"] / s["prefix_ttft_s"]["cold"]),
              ("peak RSS MiB", lambda s: s["peak_rss_mib"])]
     head = "| figure | mlxd | " + " | ".join(others) + " | " + " | ".join(f"mlxd / {k}" for k in others) + " |"

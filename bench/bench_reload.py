@@ -150,11 +150,8 @@ async def run(args: argparse.Namespace, home: Path, server: Server, config: Path
             answered = time.time() - t0
             event = await events.committed(mark, key)
             committed = event["time"] - t0
-            await asyncio.sleep(args.settle)  # requests started just before the commit finish on the new state
-            window = load.overlapping(t0, event["time"])
             rows.append({"change": label, "answer_s": answered, "commit_s": committed,
-                         "generation": event["generation"], "overlapping_requests": len(window),
-                         "failed_or_truncated": sum(not d.ok for d in window)})
+                         "generation": event["generation"], "window": (t0, event["time"])})
             print(f"{label}: committed in {committed * 1000:.0f} ms", file=sys.stderr)
     finally:
         load.stop.set()
@@ -162,6 +159,9 @@ async def run(args: argparse.Namespace, home: Path, server: Server, config: Path
         follower.cancel()
         await admin.aclose()
         await public.aclose()
+    for row in rows:  # only now has every request that overlapped a change finished
+        window = load.overlapping(*row.pop("window"))
+        row.update(overlapping_requests=len(window), failed_or_truncated=sum(not d.ok for d in window))
     failed = [d.result for d in load.done if not d.ok]
     rows.append({"change": "whole run", "requests": len(load.done), "failed_or_truncated": len(failed),
                  "examples": [f"tokens={r.tokens} finish={r.finish_reason} error={r.error}" for r in failed[:5]]})
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("checkpoint", type=Path)
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=32, help="tokens per request of the load")
-    ap.add_argument("--settle", type=float, default=2.0, help="seconds of plain load before and after each change")
+    ap.add_argument("--settle", type=float, default=2.0, help="seconds of plain load between changes")
     ap.add_argument("--out", type=Path, help="JSON output (default .cache/bench-results/reload-NAME.json)")
     args = ap.parse_args(argv)
     checkpoint = args.checkpoint.resolve()
