@@ -13,6 +13,7 @@ import asyncio
 import gc
 import logging
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from sanic import HTTPResponse, Request, Sanic
@@ -40,10 +41,13 @@ class Sleeper:
         self.last_active = time.monotonic()
         self._cached: dict[str, dict[str, Any]] = {}
         self._name = ""
+        # Requests that need the model, from the sleep gate until their response starts (weak: one whose client
+        # went away before a response is forgotten with it).
+        self.pending: weakref.WeakSet[Request] = weakref.WeakSet()
 
     @property
     def idle_seconds(self) -> int:
-        return int(getattr(self.serving.config, "sleep_idle_seconds", -1) or -1)
+        return int(getattr(self.serving.config, "sleep_idle_seconds", -1))
 
     def touch(self) -> None:
         self.last_active = time.monotonic()
@@ -59,8 +63,8 @@ class Sleeper:
                 continue
             if model is None or self.serving.sleeping:
                 continue
-            if model.worker.n_in_flight:
-                self.touch()  # a generation (a stream, say) still runs
+            if model.worker.n_in_flight or len(self.pending):
+                self.touch()  # a request is on its way to the model, or a generation (a stream, say) still runs
             elif limit > 0 and time.monotonic() - self.last_active >= limit:
                 # Shielded: stopping the daemon must not abandon a model half freed (the drain takes the
                 # controller's lock, so it waits for this to land).
@@ -73,7 +77,7 @@ class Sleeper:
 
         async with self.controller.lock:
             served = self.serving.model
-            if served is None or served.worker.n_in_flight or self.serving.sleeping:
+            if served is None or served.worker.n_in_flight or len(self.pending) or self.serving.sleeping:
                 return
             self._cached = {"/props": props_body(self.serving, served, sleeping=True)}
             self._cached["/models"] = self._cached["/v1/models"] = models_body(self.serving, served)
@@ -115,6 +119,7 @@ class Sleeper:
             cached = self._cached.get(path) if asleep else None
             return json_response(cached) if cached is not None else None
         self.touch()
+        self.pending.add(request)
         if self.serving.sleeping:
             # Shielded: a client that goes away must not abandon a load half way (its worker would be lost).
             await asyncio.shield(self.wake())
@@ -129,4 +134,11 @@ def install(app: Sanic, serving: "ServingState") -> None:
         sleeper = getattr(serving, "sleeper", None)
         return await sleeper.on_request(request) if sleeper is not None else None
 
+    async def done(request: Request, response: HTTPResponse) -> None:
+        sleeper = getattr(serving, "sleeper", None)
+        if sleeper is not None and request in sleeper.pending:
+            sleeper.pending.discard(request)
+            sleeper.touch()
+
     app.on_request(sleep_gate, priority=50)
+    app.on_response(done, priority=50)
