@@ -46,15 +46,15 @@ n-predict               int    -1          >=-2
 batch-size              int    2048        >=1
 ubatch-size             int    512         >=1
 keep                    int    0           >=-1
-swa-full                bool   false
-swa-checkpoints         int    32          >=0
-checkpoint-min-step     int    8192        >=0
+swa-full                bool   false       refuse why=swa-full
+swa-checkpoints         int    32          >=0 inert=0|32 why=checkpoints
+checkpoint-min-step     int    8192        >=0 inert why=checkpoints
 cache-ram               int    8192        >=-1
 kv-unified              bool?  ~
-cache-idle-slots        bool   true
+cache-idle-slots        bool   true        inert=true why=cache-idle-slots
 context-shift           bool   false
 flash-attn              str    auto        {on,off,auto} inert=on|auto
-perf                    bool   false
+perf                    bool   false       refuse why=perf
 escape                  bool   true        inert
 reverse-prompt          list   []          append
 special                 bool   false
@@ -100,8 +100,8 @@ rope-scale              float? ~           check=rope
 rope-freq-base          float? ~
 rope-freq-scale         float? ~           check=rope
 yarn-orig-ctx           int    0           >=0
-yarn-ext-factor         float  -1.0
-yarn-attn-factor        float  -1.0
+yarn-ext-factor         float  -1.0        check=yarn-ext-factor
+yarn-attn-factor        float  -1.0        check=yarn-attn-factor
 yarn-beta-slow          float  -1.0
 yarn-beta-fast          float  -1.0
 kv-offload              bool   true        inert
@@ -167,11 +167,11 @@ api-prefix              str    ""          restart
 webui-config            str?   ~           refuse why=webui
 webui-config-file       str?   ~           refuse why=webui
 webui-mcp-proxy         bool   false       refuse why=webui
-tools                   str?   ~
-tools-runtime           str?   ~
-mcp-servers-config      str?   ~
-mcp-servers-json        str?   ~
-agent                   bool   false
+tools                   str?   ~           refuse why=tools
+tools-runtime           str?   ~           refuse why=tools
+mcp-servers-config      str?   ~           refuse why=mcp
+mcp-servers-json        str?   ~           refuse why=mcp
+agent                   bool   false       refuse why=agent
 webui                   bool   false       restart refuse why=webui
 embeddings              bool   false
 reranking               bool   false
@@ -189,12 +189,12 @@ metrics                 bool   false
 props                   bool   false
 slots                   bool   true
 slot-save-path          str?   ~
-media-path              str?   ~
+media-path              str?   ~           refuse why=media-path
 models-dir              str?   ~
 models-preset           str?   ~                       supported
 models-max              int    4           >=0         supported
 models-autoload         bool   true                    supported
-jinja                   bool   true
+jinja                   bool   true        refuse why=jinja
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
 reasoning               str    auto        {on,off,auto}
 reasoning-effort        str    default
@@ -337,6 +337,28 @@ REASONS: dict[str, tuple[str, str]] = {
              "give only one of them"),
     "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
     "webui": ("mlxd serves no web UI and no static files", "use the HTTP API; serve a UI with a separate web server"),
+    "swa-full": ("mlx-lm sizes a sliding-window layer's cache to its window, as b10621 does by default; a full-size "
+                 "SWA cache is not offered", "leave it unset"),
+    "checkpoints": ("mlxd keeps no context checkpoints: a sliding-window or recurrent cache is reused only while it "
+                    "can be trimmed to the shared prefix", "leave it unset or 0"),
+    "cache-idle-slots": ("mlxd always moves a slot's cache to the prompt cache when the slot takes another task, as "
+                         "b10621's default does", "leave it enabled; --cache-ram 0 disables the prompt cache"),
+    "perf": ("libllama's internal performance timings are not kept",
+             "read each response's `timings` object, or GET /metrics with --metrics"),
+    "tools": ("built-in agent tools belong to llama-server's web UI, which mlxd does not serve (/tools answers 403 "
+              "as b10621 does when no tools are enabled)", "leave it unset; give tools to a chat request's `tools`"),
+    "mcp": ("the MCP proxy belongs to llama-server's web UI, which mlxd does not serve",
+            "leave it unset; connect MCP servers in the client"),
+    "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's web UI, which mlxd does not "
+              "serve", "leave it disabled; give tools to a chat request's `tools`"),
+    "media-path": ("multimodal input is refused, so there are no media files to load",
+                   "leave it unset; serve a text model"),
+    "jinja": ("mlxd renders chat only with Jinja templates; llama.cpp's built-in non-Jinja formats are not offered",
+              "leave --jinja on; pick a template with --chat-template or --chat-template-file"),
+    "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
+                        "leave it unset (-1) or give 1.0"),
+    "yarn-attn-factor": ("mlx-lm's YaRN derives its attention scale from the scaling factor alone",
+                         "leave it unset (-1) or give 1.0"),
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.

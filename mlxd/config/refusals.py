@@ -54,6 +54,9 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     "hf-repo": _hf_repo_rule,
     "ngl": _ngl_rule,
     "rope": lambda spec, value: False,  # a cross-option rule, see contradictions()
+    # -1 is "the model's own", which mlx-lm's YaRN fixes at 1.0.
+    "yarn-ext-factor": lambda spec, value: value not in (-1.0, 1.0),
+    "yarn-attn-factor": lambda spec, value: value not in (-1.0, 1.0),
 }
 
 

@@ -67,7 +67,7 @@ def test_dump_loads_back_to_the_same_config(doc: dict[str, Any]) -> None:
 
 
 def test_dump_all_loads_back(tmp_path: Path) -> None:
-    resolved = resolve(["-c", "512", "--no-jinja", "--api-key", "k"], {}, read_config_ini=False)
+    resolved = resolve(["-c", "512", "--no-cache-prompt", "--api-key", "k"], {}, read_config_ini=False)
     path = tmp_path / "all.toml"
     path.write_text(dump_toml(resolved, all_values=True, secrets=True), encoding="utf-8")
     assert _same(resolve(["--config", str(path)], {}, read_config_ini=False).config, resolved.config)

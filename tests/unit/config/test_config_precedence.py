@@ -107,14 +107,15 @@ def test_flag_on_cli_beats_falsey_env(resolve_in):
 @pytest.mark.parametrize("word,expected", [("on", True), ("1", True), ("disabled", False), ("false", False)])
 def test_bool_pair_env_reads_parse_bool_value(resolve_in, word, expected):
     # rule 1.5: boolean pairs read parse_bool_value
-    assert _opt(resolve_in([], {"LLAMA_ARG_JINJA": word}), "jinja") == (expected, "env:LLAMA_ARG_JINJA")
+    assert _opt(resolve_in([], {"LLAMA_ARG_CONT_BATCHING": word}), "cont-batching") == (
+        expected, "env:LLAMA_ARG_CONT_BATCHING")
 
 
 def test_bool_pair_env_rejects_other_words(resolve_in):
     # rule 1.5: anything else fails with "invalid boolean value"
     with pytest.raises(ConfigError, match="invalid boolean value") as info:
-        resolve_in([], {"LLAMA_ARG_JINJA": "yes"})
-    assert info.value.problems[0].source == "env:LLAMA_ARG_JINJA"
+        resolve_in([], {"LLAMA_ARG_CONT_BATCHING": "yes"})
+    assert info.value.problems[0].source == "env:LLAMA_ARG_CONT_BATCHING"
 
 
 @pytest.mark.parametrize("value", ["0", "", "false", "1"])
@@ -199,7 +200,7 @@ temp = 0.3
 [qwen]
 model = /models/qwen
 ctx-size = 2048
-no-jinja = true
+no-cache-prompt = true
 LLAMA_ARG_NO_CONT_BATCHING = false
 
 [llama]
@@ -224,10 +225,10 @@ def test_preset_star_is_laid_under_each_model(resolve_in, tmp_path: Path):
 
 
 def test_preset_negative_key_inverts_but_no_env_key_does_not(resolve_in, tmp_path: Path):
-    # rule 2.7: no-jinja = true is false; LLAMA_ARG_NO_CONT_BATCHING = true is stored as true (the quirk)
+    # rule 2.7: no-cache-prompt = true is false; LLAMA_ARG_NO_CONT_BATCHING = true is stored as true (the quirk)
     ini = write(tmp_path / "p.ini", PRESET)
     resolved = resolve_in(["--models-preset", ini])
-    assert _model(resolved, "qwen", "jinja") == (False, "preset:[qwen]")
+    assert _model(resolved, "qwen", "cache-prompt") == (False, "preset:[qwen]")
     assert _model(resolved, "llama", "cont-batching") == (True, "preset:[llama]")
     assert _model(resolved, "qwen", "cont-batching") == (False, "preset:[qwen]")
 
@@ -323,11 +324,12 @@ def test_hf_repo_wins_over_model_with_a_warning(resolve_in):
     assert any("--hf-repo" in w and "wins over -m" in w for w in resolved.warnings)
 
 
-def test_tools_limit_cors_origins_unless_given(resolve_in):
-    # rule 1.12: with --tools and no explicit --cors-origins, CORS origins become localhost
-    assert _opt(resolve_in(["--tools", "read_file"]), "cors-origins") == ("localhost", "derived:cli:--tools")
-    given = resolve_in(["--tools", "read_file", "--cors-origins", "*"])
-    assert _opt(given, "cors-origins") == ("*", "cli:--cors-origins")
+def test_tools_are_refused_so_cors_origins_keep_their_default(resolve_in):
+    # rule 1.12 (with --tools and no explicit --cors-origins, CORS origins become localhost) cannot fire: mlxd
+    # serves no built-in tools and refuses --tools, so the origins stay at their default
+    with pytest.raises(ConfigError, match="tools='read_file': not supported by mlxd"):
+        resolve_in(["--tools", "read_file"])
+    assert _opt(resolve_in([]), "cors-origins") == ("*", "default")
 
 
 def test_files_read_are_listed_for_watching(resolve_in, tmp_path: Path):

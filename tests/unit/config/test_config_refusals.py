@@ -102,3 +102,42 @@ def test_refusals_apply_to_env_and_toml_too(resolve_in, tmp_path: Path):
     with pytest.raises(ConfigError) as info:
         resolve_in(["--config", toml])
     assert info.value.problems[0].source == f"toml:{toml}:2"
+
+
+# Options b10621 honours and mlxd cannot: refused when they ask for what mlxd lacks, accepted at their default.
+# (argv, option, value shown, words of the reason, words of the alternative)
+REFUSED_UNLESS_DEFAULT = [
+    (["--no-jinja"], "jinja", "false", "only with Jinja templates", "--chat-template"),
+    (["--tools", "all"], "tools", "all", "web UI", "`tools`"),
+    (["--tools-runtime", "docker"], "tools-runtime", "docker", "web UI", "`tools`"),
+    (["--mcp-servers-config", "mcp.json"], "mcp-servers-config", "mcp.json", "MCP proxy", "in the client"),
+    (["--mcp-servers-json", "{}"], "mcp-servers-json", "{}", "MCP proxy", "in the client"),
+    (["--agent"], "agent", "true", "agent mode", "leave it disabled"),
+    (["--media-path", "/srv/media"], "media-path", "/srv/media", "multimodal input", "text model"),
+    (["--swa-full"], "swa-full", "true", "sliding-window", "leave it unset"),
+    (["-ctxcp", "4"], "swa-checkpoints", "4", "no context checkpoints", "or 0"),
+    (["--no-cache-idle-slots"], "cache-idle-slots", "false", "prompt cache", "--cache-ram 0"),
+    (["--perf"], "perf", "true", "performance timings", "`timings`"),
+    (["--yarn-ext-factor", "0.5"], "yarn-ext-factor", "0.5", "YaRN", "1.0"),
+    (["--yarn-attn-factor", "2"], "yarn-attn-factor", "2.0", "YaRN", "1.0"),
+]
+
+
+@pytest.mark.parametrize("argv,option,value,why,instead", REFUSED_UNLESS_DEFAULT,
+                         ids=[r[1] for r in REFUSED_UNLESS_DEFAULT])
+def test_refused_unless_default_names_value_reason_and_alternative(resolve_in, argv, option, value, why, instead):
+    with pytest.raises(ConfigError) as info:
+        resolve_in(argv)
+    [problem] = info.value.problems
+    assert (problem.option, problem.source, problem.value) == (option, f"cli:{argv[0]}", value)
+    assert why in problem.message and instead in problem.message.split(";", 1)[1], problem.message
+
+
+ACCEPTED_DEFAULTS = [["--jinja"], ["--no-agent"], ["-ctxcp", "0"], ["-cms", "64"],
+                     ["--cache-idle-slots"], ["--no-perf"], ["--yarn-ext-factor", "-1"], ["--yarn-attn-factor", "1"]]
+
+
+@pytest.mark.parametrize("argv", ACCEPTED_DEFAULTS, ids=[" ".join(a) for a in ACCEPTED_DEFAULTS])
+def test_their_default_and_inert_values_are_accepted(resolve_in, argv):
+    spec = table().by_spelling[argv[0]]
+    assert resolve_in(argv).provenance[spec.name] == f"cli:{argv[0]}"
