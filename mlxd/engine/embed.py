@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,6 +51,7 @@ class EmbeddingResult:
     n_tokens: int
 
 
+@lru_cache(maxsize=64)  # read per request by the routes; a checkpoint does not change while served
 def model_default_pooling(path: Path) -> str:
     """The checkpoint's own pooling: its sentence-transformers Pooling module when it has one, else ``none``.
 
@@ -70,6 +72,7 @@ def model_default_pooling(path: Path) -> str:
     return "none"
 
 
+@lru_cache(maxsize=64)
 def is_qwen3_reranker(path: Path) -> bool:
     """Whether the checkpoint is a Qwen3 reranker, by the hints llama.cpp's converter reads: its README's title, or
     "qwen3-reranker" in its directory, repository, ``_name_or_path``, model type or architecture."""
