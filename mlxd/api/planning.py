@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlxd.api.reasoning import native_spec
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.types import GenerationRequest
 from mlxd.errors import InvalidRequest
@@ -127,8 +128,6 @@ def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, promp
          *, cache_namespace: str = "raw") -> Plan:
     """Read a request's fields into a ``Plan``; every refusal happens here or in ``constrain``, before anything
     is queued."""
-    from mlxd.api.reasoning import native_spec
-
     opts = read_native_options(body, server_defaults(state))
     return Plan(opts=opts, sampling=read_sampling(body, model), stop=read_stop(body, state), prompts=prompts,
                 cache_namespace=cache_namespace, reasoning=native_spec(opts.reasoning))

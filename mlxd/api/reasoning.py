@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api.planning import config_value
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.engine.chat.prompt import ChatPrompt
 from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN
@@ -48,12 +47,12 @@ def chat_spec(body: Mapping[str, Any], fields: ReasoningFields, state: ServingSt
     if budget == -1:
         budget = read_int(body, "thinking_budget_tokens", -1, hard=(-1, INT32_MAX))
     if budget == -1:
-        budget = int(config_value(state, "reasoning_budget", -1))
+        budget = int(getattr(state.config, "reasoning_budget", -1))
     if budget < 0 and not fields.control:
         return None
     message = fields.message
     if message is None:
-        message = str(config_value(state, "reasoning_budget_message", ""))
+        message = getattr(state.config, "reasoning_budget_message", None) or ""
     return ReasoningSpec(
         budget=budget,
         message=message,
