@@ -27,9 +27,11 @@ class Listener:
                 pass
 
 
-def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode: int | None = None) -> Listener:
+def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode: int | None = None,
+         reuse_port: bool = False) -> Listener:
     """Bind HOST:PORT (port 0 picks a free one), or a Unix socket when HOST ends in ``.sock`` (llama-server's rule)
-    or starts with ``unix:``; ``mode`` is the socket file's permission bits, set from its creation on."""
+    or starts with ``unix:``; ``mode`` is the socket file's permission bits, set from its creation on;
+    ``reuse_port`` (``--reuse-port``) lets other processes bind the same TCP port (SO_REUSEPORT)."""
     scheme = "https" if tls else "http"
     try:
         if host.endswith(".sock") or host.startswith("unix:"):
@@ -52,6 +54,8 @@ def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode:
         family, _, _, _, address = infos[0]
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
         sock.listen(1024)
         bound_host, bound_port = sock.getsockname()[:2]

@@ -107,7 +107,7 @@ class Daemon:
         admin = admin_endpoint(cfg, self.env)  # refuses a TCP address without a token before anything is bound
 
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
-        self._listener = bind(cfg.host, cfg.port, tls=tls is not None)
+        self._listener = bind(cfg.host, cfg.port, tls=tls is not None, reuse_port=cfg.reuse_port)
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
         self._count_requests(app)

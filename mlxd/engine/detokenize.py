@@ -15,13 +15,15 @@ _CONTEXT_TOKENS = 4
 _REPLACEMENT = "\ufffd"
 
 
-def fast_decoder(tokenizer: Any) -> Callable[[list[int]], str]:
-    """The cheapest ``ids -> text`` function the tokenizer offers, skipping special tokens as llama-server does."""
+def fast_decoder(tokenizer: Any, *, special: bool = False) -> Callable[[list[int]], str]:
+    """The cheapest ``ids -> text`` function the tokenizer offers: special tokens are skipped, as llama-server does
+    unless ``--special`` (``special``) asks for them to be rendered."""
     hf = getattr(tokenizer, "_tokenizer", tokenizer)  # mlx_lm's TokenizerWrapper wraps the HF tokenizer
     backend = getattr(hf, "backend_tokenizer", None) or getattr(hf, "_tokenizer", None)
+    skip = not special
     if backend is not None and hasattr(backend, "decode"):
-        return lambda ids: backend.decode(ids, skip_special_tokens=True)
-    return lambda ids: hf.decode(ids, skip_special_tokens=True)
+        return lambda ids: backend.decode(ids, skip_special_tokens=skip)
+    return lambda ids: hf.decode(ids, skip_special_tokens=skip)
 
 
 class IncrementalDetokenizer:

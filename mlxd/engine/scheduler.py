@@ -78,7 +78,7 @@ class Scheduler:
         self.vocab_size = vocab_size
         self.settings = settings
         self.sampling = sampling
-        self.slots = SlotRegistry(settings.n_parallel, n_ctx_slot)
+        self.slots = SlotRegistry(settings.n_parallel, n_ctx_slot, settings.slot_prompt_similarity)
         self.prompt_cache = PromptCache(settings.cache_ram_bytes)
         self.waiting: deque[RequestHandle] = deque()
         self.prefilling: list[Slot] = []

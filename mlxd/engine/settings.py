@@ -25,6 +25,10 @@ class WorkerSettings(BaseModel):
     keep: int = Field(0, ge=-1, description="prompt tokens kept on a context shift; -1 = all")
     n_predict: int = Field(-1, ge=-1, description="server-wide generation limit; -1 = none")
     queue_max: int = Field(256, ge=0, description="requests that may wait for a slot before new ones are refused")
+    slot_prompt_similarity: float = Field(0.1, description="share of a prompt a slot's cached prefix must exceed for "
+                                          "the slot to be chosen by similarity; 0 = least recently used only")
+    special: bool = Field(False, description="render special tokens in generated text (--special)")
+    warmup: bool = Field(True, description="run one tiny forward pass before serving (--warmup)")
 
     @property
     def n_parallel(self) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from mlxd.engine.sequence import Sequence
 
 # llama-server's --slot-prompt-similarity default: how much of a new prompt a slot's cached tokens must cover for
-# that slot to be preferred over the least recently used one.
+# that slot to be preferred over the least recently used one (0 turns the preference off).
 SLOT_PROMPT_SIMILARITY = 0.1
 
 
@@ -90,9 +90,10 @@ class Slot:
 class SlotRegistry:
     """The slots of one worker, and upstream's rule for choosing one."""
 
-    def __init__(self, n_parallel: int, n_ctx: int) -> None:
+    def __init__(self, n_parallel: int, n_ctx: int, similarity: float = SLOT_PROMPT_SIMILARITY) -> None:
         self.slots = [Slot(i, n_ctx) for i in range(n_parallel)]
         self.n_ctx = n_ctx
+        self.similarity = similarity
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -107,7 +108,8 @@ class SlotRegistry:
         """The slot a request should run on now, or None when it must wait.
 
         A pinned ``id_slot`` waits for that slot. Otherwise, as upstream: the idle slot whose resident tokens
-        share the longest prefix with the prompt (when that covers enough of it), else the least recently used.
+        share the longest prefix with the prompt (when that covers more than ``similarity`` of it, and
+        ``similarity`` is not 0), else the least recently used.
         """
         if id_slot >= 0:
             slot = self.slots[id_slot]
@@ -123,6 +125,6 @@ class SlotRegistry:
             n = common_prefix(res.tokens, tokens)
             if n > best_len:
                 best, best_len = slot, n
-        if best is not None and tokens and best_len / len(tokens) >= SLOT_PROMPT_SIMILARITY:
+        if self.similarity != 0 and best is not None and tokens and best_len / len(tokens) > self.similarity:
             return best
         return min(idle, key=lambda s: s.t_last_used)

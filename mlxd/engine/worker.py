@@ -29,6 +29,7 @@ from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Slot
 from mlxd.engine.threads import release_streams, wait_os_thread_exit
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
+from mlxd.engine.warmup import warm_up
 from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
 
 log = logging.getLogger("mlxd.engine.worker")
@@ -57,7 +58,7 @@ class ModelWorker:
             sampling = ChainSampling(TokenizerVocab(loaded.tokenizer, vocab_size, sorted(eos)), self.n_ctx_slot)
         self.scheduler = Scheduler(
             loaded.model,
-            fast_decoder(loaded.tokenizer),
+            fast_decoder(loaded.tokenizer, special=settings.special),
             eos,
             vocab_size,
             settings,
@@ -82,7 +83,9 @@ class ModelWorker:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the worker thread; requests are accepted from now on."""
+        """Start the worker thread, after the warmup run unless ``--no-warmup``; requests are accepted from now on."""
+        if self._thread is None and self.settings.warmup:
+            warm_up(self.loaded)
         with self._cv:
             if self._thread is not None:
                 return
