@@ -8,7 +8,8 @@ Each server is started alone (never two at once: they would share the cores), wa
 Every request is a streamed greedy ``/v1/completions`` whose end-of-generation tokens are banned by ``logit_bias``,
 so that it runs to ``--tokens``; the token count is read from the stream's ``usage`` and checked.
 
-Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s and p50/p95 time to first token at
+Per server: one-stream decode tokens/s (first to last token; also as a ratio to ``mlx_lm.stream_generate``
+in-process, run in its own process after each round), aggregate tokens/s and p50/p95 time to first token at
 each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the same
 prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed (mlx's
 bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,10 +34,29 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.client import async_client, complete, concurrent_round, eos_bias, stream_completion  # noqa: E402
-from bench.common import BIN, Prompts, Server, free_port  # noqa: E402
+from bench.common import BIN, ROOT, Prompts, Server, free_port  # noqa: E402
 from mlxd.engine.blas import find_openblas  # noqa: E402  (imports no mlx)
 
 SERVERS = ("mlxd", "mlx_lm", "mlx_lm+openblas")
+
+# The target's reference, in its own process between the servers' turns: bench_engine preloads OpenBLAS as mlxd does.
+STREAM_GENERATE = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from bench import bench_engine as e
+loaded = e.load_model(Path(sys.argv[2]))
+prompt = e.prompt_of(loaded, 16)
+e.mlx_lm_one_stream(loaded, prompt, 16)
+print(json.dumps(max(e.mlx_lm_one_stream(loaded, prompt, int(sys.argv[3]))[1] for _ in range(int(sys.argv[4])))))
+"""
+
+
+def stream_generate_tps(checkpoint: Path, tokens: int, repeat: int) -> float:
+    """``mlx_lm.stream_generate``'s one-stream decode tokens/s, in-process, best of ``repeat``."""
+    done = subprocess.run([sys.executable, "-c", STREAM_GENERATE, str(ROOT), str(checkpoint), str(tokens),
+                           str(repeat)], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_dir: Path) -> tuple[Server, str]:
@@ -136,7 +157,10 @@ def table(report: dict[str, Any]) -> str:
     """A markdown table of the figures, each with its ratio mlxd / the other server."""
     servers = report["servers"]
     others = [k for k in servers if k != "mlxd"]
-    rows: list[tuple[str, Any]] = [("one-stream decode tok/s", lambda s: s["one_stream_decode_tps"])]
+    reference = report["stream_generate_decode_tps"]
+    rows: list[tuple[str, Any]] = [("one-stream decode tok/s", lambda s: s["one_stream_decode_tps"]),
+                                   (f"  / stream_generate in-process ({reference:.4g} tok/s)",
+                                    lambda s: s["one_stream_decode_tps"] / reference)]
     for n in servers["mlxd"]["aggregate"]:
         rows += [(f"{n} streams: aggregate tok/s", lambda s, n=n: s["aggregate"][n]["aggregate_tps"]),
                  (f"{n} streams: TTFT p50 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p50_s"]),
@@ -153,7 +177,7 @@ def table(report: dict[str, Any]) -> str:
         ours = get(servers["mlxd"])
         theirs = [get(servers[k]) for k in others]
         lines.append(f"| {label} | {ours:.4g} | " + " | ".join(f"{t:.4g}" for t in theirs) + " | "
-                     + " | ".join(f"{ours / t:.2f}" if t and "failed" not in label else "-" for t in theirs) + " |")
+                     + " | ".join(f"{ours / t:.2f}" if t and "failed" not in label and not label.startswith("  /") else "-" for t in theirs) + " |")
     return "\n".join(lines)
 
 
@@ -179,6 +203,7 @@ def main(argv: list[str]) -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="mlxd-bench-"))
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     blas_used: dict[str, str] = {}
+    reference: list[float] = []
     for round_no in range(args.rounds):
         for kind in kinds:
             server, blas = make_server(kind, checkpoint, max_streams,
@@ -195,6 +220,7 @@ def main(argv: list[str]) -> int:
             runs[kind].append(result)
             print(f"round {round_no + 1}/{args.rounds} {kind}: done ({len(result['failures'])} failed requests)",
                   file=sys.stderr)
+        reference.append(stream_generate_tps(checkpoint, args.tokens, args.repeat))
     report = {
         "checkpoint": str(args.checkpoint),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -203,6 +229,7 @@ def main(argv: list[str]) -> int:
         "prompt_tokens": args.prompt_tokens,
         "repeat": args.repeat,
         "blas": blas_used,
+        "stream_generate_decode_tps": max(reference),
         "servers": {k: best(v) for k, v in runs.items()},
     }
     out = args.out or Path(".cache/bench-results") / f"http-{checkpoint.name}.json"
