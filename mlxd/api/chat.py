@@ -62,10 +62,14 @@ def chat_options(state: ServingState, model: ServedModel) -> ChatOptions:
             kwargs = json.loads(kwargs)
         except ValueError:
             kwargs = {}
+    kwargs = dict(kwargs) if isinstance(kwargs, Mapping) else {}
+    effort = str(config_value(state, "reasoning_effort", "default"))
+    if effort != "default":  # --reasoning-effort reaches the template; --chat-template-kwargs may still name it
+        kwargs.setdefault("reasoning_effort", effort)
     return ChatOptions(
         reasoning=str(config_value(state, "reasoning", "auto")),  # type: ignore[arg-type]
         reasoning_format=str(config_value(state, "reasoning_format", "deepseek")),  # type: ignore[arg-type]
-        chat_template_kwargs=kwargs if isinstance(kwargs, Mapping) else {},
+        chat_template_kwargs=kwargs,
         prefill_assistant=bool(config_value(state, "prefill_assistant", True)),
         tokenizer_adds_bos=_adds_bos(model),
         skip_chat_parsing=bool(config_value(state, "skip_chat_parsing", False)),

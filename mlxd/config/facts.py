@@ -200,7 +200,7 @@ reasoning               str    auto        {on,off,auto}
 reasoning-effort        str    default
 reasoning-budget        int    -1          >=-1
 reasoning-budget-message str?  ~
-reasoning-preserve      bool?  ~
+reasoning-preserve      bool?  ~           refuse why=reasoning-preserve
 chat-template           str?   ~
 chat-template-file      str?   ~
 skip-chat-parsing       bool   false
@@ -210,7 +210,7 @@ lora-init-without-apply bool   false
 sleep-idle-seconds      int    -1          >=-1
 log-disable             bool   false
 log-file                str?   ~
-log-prompts-dir         str?   ~
+log-prompts-dir         str?   ~           refuse why=log-prompts-dir
 log-colors              str    auto        {on,off,auto}
 log-verbose             bool   false
 offline                 bool   false
@@ -337,6 +337,12 @@ REASONS: dict[str, tuple[str, str]] = {
              "give only one of them"),
     "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
     "webui": ("mlxd serves no web UI and no static files", "use the HTTP API; serve a UI with a separate web server"),
+    "reasoning-preserve": ("earlier assistant turns' reasoning is rendered as the chat template does by default; "
+                           "forcing it on or off is not offered",
+                           "leave it unset; pass the template's own switch in --chat-template-kwargs"),
+    "log-prompts-dir": ("prompts are not written to files",
+                        "leave it unset; POST /apply-template renders a chat prompt, and each completion's `prompt` "
+                        "echoes the text it ran"),
     "swa-full": ("mlx-lm sizes a sliding-window layer's cache to its window, as b10621 does by default; a full-size "
                  "SWA cache is not offered", "leave it unset"),
     "checkpoints": ("mlxd keeps no context checkpoints: a sliding-window or recurrent cache is reused only while it "

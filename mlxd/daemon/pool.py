@@ -71,6 +71,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loader import load_model, resolve_model_source
     from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
+    from mlxd.engine.rope import RopeOptions, model_overrides
     from mlxd.engine.sampling import defaults_from
     from mlxd.engine.worker import ModelWorker
 
@@ -78,7 +79,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
     check_embedding_options(path, embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling)
-    loaded = load_model(path)
+    loaded = load_model(path, model_config=model_overrides(path, RopeOptions.of(cfg)) or None)
     try:
         tokenizer = loaded.tokenizer
         template = load_chat_template(

@@ -68,8 +68,9 @@ def _extra_chunks(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     return chunks
 
 
-def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any]) -> list[int]:
-    """[repo context] [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID] prompt, as b10621 lays it out (BOS first)."""
+def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any], *, spm: bool = False) -> list[int]:
+    """[repo context] [FIM_PRE] prefix [FIM_SUF] suffix [FIM_MID] prompt, as b10621 lays it out (BOS first);
+    ``spm`` (``--spm-infill``) puts the suffix block before the prefix block, as some models prefer."""
     prefix = read_str(body, "input_prefix", None)
     suffix = read_str(body, "input_suffix", None)
     if prefix is None:
@@ -90,8 +91,9 @@ def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any]) 
     bos = getattr(tokenizer, "bos_token_id", None)
     with_bos = encode(tokenizer, "a", True)
     head = [bos] if bos is not None and with_bos and with_bos[0] == bos else []
-    tokens = head + tokens + [fim["prefix"]] + encode(tokenizer, prefix, False)
-    tokens += [fim["suffix"]] + encode(tokenizer, suffix, False)
+    prefix_block = [fim["prefix"]] + encode(tokenizer, prefix, False)
+    suffix_block = [fim["suffix"]] + encode(tokenizer, suffix, False)
+    tokens = head + tokens + (suffix_block + prefix_block if spm else prefix_block + suffix_block)
     tokens += [fim["middle"]] + encode(tokenizer, prompt, False)
     return tokens
 
@@ -106,7 +108,7 @@ async def infill(request: Request):
     if message is not None:
         raise NotSupported(message)
     body = json_object(request)
-    tokens = infill_prompt(tokenizer, fim, body)
+    tokens = infill_prompt(tokenizer, fim, body, spm=bool(planning.config_value(state, "spm_infill", False)))
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)

@@ -21,3 +21,19 @@ def test_qwen_and_codellama_spellings() -> None:
     qwen = {"<|fim_prefix|>": 1, "<|fim_suffix|>": 2, "<|fim_middle|>": 3, "<|file_sep|>": 4, "<|repo_name|>": 5}
     assert fim_tokens(qwen) == {"prefix": 1, "suffix": 2, "middle": 3, "repo": 5, "sep": 4}
     assert refusal(fim_tokens({"<PRE>": 1, "<SUF>": 2, "<MID>": 3})) is None
+
+
+def test_spm_infill_puts_the_suffix_block_before_the_prefix_block(tiny_model) -> None:
+    """--spm-infill: [FIM_SUF] suffix [FIM_PRE] prefix [FIM_MID] prompt, instead of prefix first."""
+    from mlxd.api.prompts import encode
+    from mlxd.api.routes.infill import infill_prompt
+
+    tokenizer = tiny_model.tokenizer
+    fim = fim_tokens(tokenizer.get_vocab())
+    body = {"input_prefix": "def f(x):\n    ", "input_suffix": "\n    return y\n", "prompt": "y ="}
+    prefix = [fim["prefix"]] + encode(tokenizer, body["input_prefix"], False)
+    suffix = [fim["suffix"]] + encode(tokenizer, body["input_suffix"], False)
+    middle = [fim["middle"]] + encode(tokenizer, body["prompt"], False)
+    n = len(prefix) + len(suffix) + len(middle)
+    assert infill_prompt(tokenizer, fim, body)[-n:] == prefix + suffix + middle
+    assert infill_prompt(tokenizer, fim, body, spm=True)[-n:] == suffix + prefix + middle

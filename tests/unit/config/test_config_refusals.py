@@ -120,6 +120,8 @@ REFUSED_UNLESS_DEFAULT = [
     (["--perf"], "perf", "true", "performance timings", "`timings`"),
     (["--yarn-ext-factor", "0.5"], "yarn-ext-factor", "0.5", "YaRN", "1.0"),
     (["--yarn-attn-factor", "2"], "yarn-attn-factor", "2.0", "YaRN", "1.0"),
+    (["--reasoning-preserve"], "reasoning-preserve", "true", "as the chat template does", "--chat-template-kwargs"),
+    (["--log-prompts-dir", "/var/log/p"], "log-prompts-dir", "/var/log/p", "not written to files", "/apply-template"),
 ]
 
 
