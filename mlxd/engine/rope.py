@@ -105,21 +105,25 @@ def _scaling(path: Path, config: dict[str, Any], options: RopeOptions) -> dict[s
         return {"type": "linear", "factor": 1.0}  # no scaling, in a shape every mlx-lm model accepts
     if kind == "linear" and options.yarn_given:
         raise _refusal(path, "the --yarn-* options apply only to --rope-scaling yarn")
-    same = own_type == kind
-    factor = options.factor if options.factor is not None else float(own.get("factor", 1.0)) if same else 1.0
+    # What an option leaves unset comes from the checkpoint's own scaling when it is of the same type.
+    inherited = own if own_type == kind else {}
+    factor = options.factor if options.factor is not None else float(inherited.get("factor", 1.0))
     if kind == "linear":
         return {"type": "linear", "factor": factor}
-    yarn: dict[str, Any] = {k: own[k] for k in ("mscale", "mscale_all_dim") if same and k in own}
-    original = options.yarn_orig_ctx or (own.get("original_max_position_embeddings") if same else None)
-    original = original or config.get("max_position_embeddings")
+    yarn: dict[str, Any] = {k: inherited[k] for k in ("mscale", "mscale_all_dim") if k in inherited}
+    original = (options.yarn_orig_ctx or inherited.get("original_max_position_embeddings")
+                or config.get("max_position_embeddings"))
     if not original:
         raise _refusal(path, "YaRN needs the original context length; give --yarn-orig-ctx")
     yarn.update(type="yarn", factor=factor, original_max_position_embeddings=int(original),
-                beta_fast=options.yarn_beta_fast if options.yarn_beta_fast >= 0
-                else float(own.get("beta_fast", _BETA_FAST)) if same else _BETA_FAST,
-                beta_slow=options.yarn_beta_slow if options.yarn_beta_slow >= 0
-                else float(own.get("beta_slow", _BETA_SLOW)) if same else _BETA_SLOW)
+                beta_fast=_given_or(options.yarn_beta_fast, inherited.get("beta_fast", _BETA_FAST)),
+                beta_slow=_given_or(options.yarn_beta_slow, inherited.get("beta_slow", _BETA_SLOW)))
     return yarn
+
+
+def _given_or(given: float, fallback: Any) -> float:
+    """A --yarn-beta-* value, or ``fallback`` when it is left at -1."""
+    return float(given) if given >= 0 else float(fallback)
 
 
 def _read_config(path: Path) -> dict[str, Any]:
