@@ -74,7 +74,6 @@ class Daemon:
         self.notifier = notifier or Notifier()
         self.build_info = build_info or {}
         self.state = DaemonState.STARTING
-        self.generation = 0
         self.shutdown = asyncio.Event()
         self.in_flight = InFlight()
         self.serving: "ServingState | None" = None
@@ -93,19 +92,44 @@ class Daemon:
 
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
-        from mlxd.api.app import create_app
-        from mlxd.api.state import ServingState
-        from mlxd.daemon import sleep
+        from mlxd.admin import admin_endpoint
 
         loop = asyncio.get_running_loop()
         if shutdown_trigger is not None:
             loop.create_task(self._forward(shutdown_trigger))
         self._install_signals(loop)
+        # A TCP admin address without a token is refused before anything is bound.
+        admin = admin_endpoint(self.resolved.config, self.env)
+        server = await self._open_public()
+        if admin is not None:
+            await self._start_admin(admin)
+        what = await self._bring_up(server)
+        if what is None:
+            return 1
+        self.state = DaemonState.SERVING
+        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        background = [self._start_watching(loop)]
+        if self.notifier.watchdog_usec:
+            background.append(loop.create_task(self._watchdog()))
+        if self.serving is not None and self.serving.sleeper is not None:
+            background.append(loop.create_task(self.serving.sleeper.watch()))
+        assert self._listener is not None
+        self.notifier.ready(f"serving {what} on {self._listener.url}")
+
+        await self.shutdown.wait()
+        for task in background:
+            if task:
+                task.cancel()
+        await self._drain(server)
+        return 0
+
+    async def _open_public(self) -> Any:
+        """Bind the public listener and start serving on it; routes answer 503 until a model is in service."""
+        from mlxd.api.app import create_app
+        from mlxd.api.state import ServingState
+        from mlxd.daemon import sleep
+
         cfg = self.resolved.config
-        from mlxd.admin import admin_endpoint
-
-        admin = admin_endpoint(cfg, self.env)  # refuses a TCP address without a token before anything is bound
-
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
         self._listener = bind(cfg.host, cfg.port, tls=tls is not None, reuse_port=cfg.reuse_port)
         self.serving = ServingState(config=cfg, build_info=self.build_info)
@@ -121,30 +145,33 @@ class Daemon:
         await server.start_serving()
         await server.after_start()
         log.info("listening on %s", self._listener.url)
-        if admin is not None:
-            await self._start_admin(admin)
-        self.notifier.status("loading model")
+        return server
 
+    async def _bring_up(self, server: Any) -> str | None:
+        """Load the default model (or start the router's pool) and commit generation 1; None when that failed."""
+        from mlxd.daemon import sleep
+        from mlxd.daemon.controller import Controller
+
+        assert self.serving is not None
+        self.notifier.status("loading model")
         try:
             started = time.monotonic()
             served = await asyncio.to_thread(self.load_model, self.resolved)
         except MlxdError as exc:
             log.error("%s", exc)
             await self._stop_server(server)
-            return 1
+            return None
         if served is not None:
             self.serving.model = served
             log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
         pool = self._router_pool()
-        from mlxd.daemon.controller import Controller
-
         self.controller = Controller(argv=self.argv, env=self.env, resolved=self.resolved, serving=self.serving,
                                      notifier=self.notifier, load_model=self.load_model,
                                      log_settings=self.log_settings)
         self.serving.controller = self.controller
         if pool is None:  # a single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does
             self.serving.sleeper = sleep.Sleeper(self.serving, self.controller)
-        if pool is not None:
+        else:
             pool.on_state = self.controller.model_state
             try:
                 await pool.start()
@@ -152,23 +179,11 @@ class Daemon:
                 log.error("%s", exc)
                 await pool.close(0.0)
                 await self._stop_server(server)
-                return 1
+                return None
         self.controller.commit_startup()
-        self.state = DaemonState.SERVING
-        self.generation = 1
-        loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
-        watcher = self._start_watching(loop)
-        what = served.name if served else ("the router" if pool is not None else "no model")
-        self.notifier.ready(f"serving {what} on {self._listener.url}")
-        watchdog = loop.create_task(self._watchdog()) if self.notifier.watchdog_usec else None
-        sleeper = loop.create_task(self.serving.sleeper.watch()) if self.serving.sleeper is not None else None
-
-        await self.shutdown.wait()
-        for task in (watchdog, watcher, sleeper):
-            if task:
-                task.cancel()
-        await self._drain(server)
-        return 0
+        if served is not None:
+            return served.name
+        return "the router" if pool is not None else "no model"
 
     def _router_pool(self) -> "ModelPool | None":
         """Router mode (no model argument): the pool of models discovered by the configuration."""
