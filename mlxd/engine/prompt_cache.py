@@ -11,6 +11,7 @@ from typing import Any
 
 from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
 
+from mlxd.engine.prompt_trie import IndexedPromptTrie
 from mlxd.engine.slots import common_prefix
 
 # The trie's entry-count bound is not one of llama-server's knobs; only the byte budget is.
@@ -23,6 +24,8 @@ class PromptCache:
     def __init__(self, max_bytes: int | None) -> None:
         self.enabled = max_bytes != 0
         self._lru = LRUPromptCache(max_size=_MAX_ENTRIES, max_bytes=(1 << 62) if max_bytes is None else max_bytes)
+        # Same answers as mlx_lm's trie, without a lookup that walks every entry below the common prefix.
+        self._lru._trie = IndexedPromptTrie()
 
     def __len__(self) -> int:
         return len(self._lru)

@@ -51,6 +51,14 @@ class ChainSampling:
             and not sampler.dry.enabled
         )
 
+    def greedy_bias(self, sampler: TokenSampler) -> dict[int, float] | None:
+        """The logit bias of a sampler that is an argmax of the biased logits and nothing else (no penalty or DRY
+        edit, no probabilities to report), else None. Such rows are decoded ahead like plain greedy ones."""
+        p = sampler.params
+        if not sampler.is_greedy or p.n_probs > 0 or sampler.penalties.active or sampler.dry.enabled:
+            return None
+        return dict(sampler.bias)
+
     def sample(self, logits: mx.array, samplers: list[TokenSampler]) -> list[SampledToken]:
         return sample_batch(logits, samplers)
 

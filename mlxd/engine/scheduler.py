@@ -19,6 +19,7 @@ from typing import Any, Callable, Protocol
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 
 from mlxd.engine import context_shift
@@ -42,8 +43,8 @@ class SamplerBackend(Protocol):
     def new(self, request: Any) -> Any:
         """A fresh per-request sampler (its state lives as long as the request)."""
 
-    def is_greedy(self, sampler: Any) -> bool:
-        """Whether the sampler is a plain argmax of the logits with nothing to report (no probabilities)."""
+    def greedy_bias(self, sampler: Any) -> dict[int, float] | None:
+        """The logit bias of a sampler that is an argmax of the biased logits and nothing more, else None."""
 
     def sample(self, logits: mx.array, samplers: list[Any]) -> list[Any]:
         """Sample one token per row of ``logits`` [B, V]; each result has an ``id``."""
@@ -86,6 +87,8 @@ class Scheduler:
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
+        # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).
+        self._bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None] = ((), 0, None)
 
     @property
     def idle(self) -> bool:
@@ -122,6 +125,7 @@ class Scheduler:
             slot.resident = slot.kv = None
         self.prompt_cache = PromptCache(0)
         self.batch = DecodeBatch()
+        self._bias_rows = ((), 0, None)
 
     def cancel_all(self, message: str) -> None:
         for handle in list(self.waiting):
@@ -199,7 +203,9 @@ class Scheduler:
             seq.end_reasoning()
         # Fixed for the request's lifetime; a constrained row needs its mask before every draw, and a reasoning
         # budget may replace any draw with a forced token.
-        seq.plain_greedy = seq.matcher is None and seq.budget is None and self.sampling.is_greedy(seq.sampler)
+        # A logit bias alone (the usual way to ban a token) keeps a row greedy: it is added on the device.
+        bias = self.sampling.greedy_bias(seq.sampler) if seq.matcher is None and seq.budget is None else None
+        seq.plain_greedy, seq.greedy_bias = bias is not None, bias or {}
         slot.seq, slot.t_last_used = seq, time.monotonic()
         seq.t_prompt_start = time.perf_counter()
         if not seq.prompt:  # upstream answers an empty prompt at once, with nothing generated
@@ -347,7 +353,7 @@ class Scheduler:
         results: list[Any]
         if all(q.plain_greedy for q in seqs):
             results = [None] * len(seqs)
-            tokens = mx.argmax(logits, axis=-1).tolist()
+            tokens = self._argmax(logits, seqs).tolist()
         else:
             results = self.sampling.sample(logits, [q.sampler for q in seqs])
             tokens = [int(r.id) for r in results]
@@ -381,7 +387,7 @@ class Scheduler:
         done: list[int] = []
         if pipelined:
             # Start the next step's tokens now; read this step's inputs while the device works.
-            following = mx.argmax(logits, axis=-1).astype(mx.uint32)
+            following = self._argmax(logits, [s.seq for s in batch.slots if s.seq is not None]).astype(mx.uint32)
             mx.async_eval(following)
             inputs = batch.tokens.tolist() if any(batch.awaiting) else None
             for i, slot in enumerate(batch.slots):
@@ -406,6 +412,27 @@ class Scheduler:
             batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
         if done:
             self._retire(done)
+
+    def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
+        """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy
+        path computes it (in float32; adding 0 leaves an unbiased logit as it was)."""
+        key, width = tuple(seqs), logits.shape[-1]
+        if self._bias_rows[1] != width or len(key) != len(self._bias_rows[0]) or any(
+            a is not b for a, b in zip(key, self._bias_rows[0])
+        ):
+            rows = None
+            if any(q.greedy_bias for q in seqs):
+                host = np.zeros((len(seqs), width), np.float32)
+                for r, q in enumerate(seqs):
+                    for token, value in q.greedy_bias.items():
+                        if 0 <= token < width:
+                            host[r, token] += value
+                rows = mx.array(host)
+            self._bias_rows = (key, width, rows)
+        rows = self._bias_rows[2]
+        if rows is None:
+            return mx.argmax(logits, axis=-1)
+        return mx.argmax(logits.astype(mx.float32) + rows, axis=-1)
 
     def _shift(self, slot: Slot) -> None:
         """Make room in a full slot (``--context-shift``): its row leaves the batch and comes back shifted."""

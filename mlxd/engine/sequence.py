@@ -58,6 +58,7 @@ class Sequence:
         self.id_task = id_task
         self.sampler = sampler
         self.plain_greedy = False  # an argmax with nothing to edit or report: decoded ahead, pipelined
+        self.greedy_bias: dict[int, float] = {}  # what a plain-greedy row adds to its logits before the argmax
         self.matcher: Any = None  # the constraint's engine.constrain.Matcher, when the request has one
         self._grammar_done = False
         self.eos_ids = eos_ids
