@@ -110,3 +110,23 @@ def test_a_log_option_edit_applies_to_the_next_line(daemon: tuple[RunningServer,
         assert "I mlxd.admin: GET /v1/status -> 200" in running.log()
         _replace(toml, good)
         wait_for(lambda: client.get("/v1/status").json()["generation"] == before + 2, 2.0, "the edit to apply")
+
+
+def test_loading_the_startup_model_after_a_file_swap_swaps_back(daemon: tuple[RunningServer, Path, Path],
+                                                                tiny_checkpoint: Path) -> None:
+    running, sock, toml = daemon
+    other = toml.parent / "other-model"
+    shutil.copytree(tiny_checkpoint, other)
+    good = toml.read_text()
+    try:
+        with admin(sock) as client, running.client() as public:
+            before = client.get("/v1/status").json()["generation"]
+            _replace(toml, good.replace(str(tiny_checkpoint), str(other)))
+            wait_for(lambda: public.get("/v1/models").json()["data"][0]["id"] == str(other), 10.0, "the swap")
+            answer = client.post("/v1/models", json={"action": "load", "name": str(tiny_checkpoint)}).json()
+            assert answer["applied"] is True and answer["generation"] == before + 2
+            assert public.get("/v1/models").json()["data"][0]["id"] == str(tiny_checkpoint)
+    finally:
+        with admin(sock) as client:
+            client.patch("/v1/config", json={"model": None})
+        _replace(toml, good)

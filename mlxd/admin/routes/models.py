@@ -54,10 +54,12 @@ async def load(host: AdminHost, name: str) -> HTTPResponse:
     served = host.serving.model
     if served is not None and (name == served.name or name in served.aliases or name in _names(current.config)):
         values: dict[str, Any] = {}  # already served: nothing to change
-    elif name in _names(host.resolved.config):
-        values = {"model": UNSET, "hf-repo": UNSET}  # back to the model the files and command line name
     elif os.path.isdir(name):
+        # A directory is always named explicitly: the files may have moved on since startup, so "the model they
+        # name" is not necessarily this one.
         values = {"model": name, "hf-repo": None}
+    elif name in _names(current.config) or name in _names(host.resolved.config):
+        values = {"model": UNSET, "hf-repo": UNSET}  # back to the model the files and command line name
     else:
         raise _unknown(name)
     return change_response(await controller.patch(values, trigger=f"admin:load {name}"), controller)
