@@ -20,48 +20,18 @@ from mlxd.engine.constrain import (
     tool_call_constraint,
 )
 
+from tests.constraint_cases import (
+    BOUNDED_OBJECT,
+    GBNF,
+    GBNF_LINE,
+    SCHEMA,
+    SEEDS,
+    validate_bounded_object,
+    validate_record,
+)
+
 # The ``decode`` fixture (conftest.py): one batch, one row per spec, returning each row's Generation.
 Decode = Callable[..., list[Any]]
-SEEDS = list(range(20))
-
-GBNF = r"""
-root   ::= "SELECT " column ("," column){0,3} " FROM " table ";"
-column ::= [a-z] [a-z0-9_]{0,7}
-table  ::= "users" | "orders" | "items"
-"""
-GBNF_LINE = re.compile(r"SELECT [a-z][a-z0-9_]{0,7}(,[a-z][a-z0-9_]{0,7}){0,3} FROM (users|orders|items);")
-
-# Nested objects, arrays, enums and required keys; every string and array is bounded so that a random model
-# reaches the end of the grammar, which ends the generation.
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer", "minimum": 0, "maximum": 999},
-        "status": {"enum": ["open", "closed", "pending"]},
-        "owner": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "pattern": "^[a-z]{1,8}$"},
-                "admin": {"type": "boolean"},
-            },
-            "required": ["name", "admin"],
-            "additionalProperties": False,
-        },
-        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 3},
-    },
-    "required": ["id", "status", "owner", "tags"],
-    "additionalProperties": False,
-}
-
-
-def _validate(value: Any) -> None:
-    assert set(value) == {"id", "status", "owner", "tags"}
-    assert isinstance(value["id"], int) and 0 <= value["id"] <= 999
-    assert value["status"] in ("open", "closed", "pending")
-    assert set(value["owner"]) == {"name", "admin"}
-    assert re.fullmatch("[a-z]{1,8}", value["owner"]["name"])
-    assert isinstance(value["owner"]["admin"], bool)
-    assert 1 <= len(value["tags"]) <= 3 and set(value["tags"]) <= {"a", "b", "c"}
 
 
 def test_gbnf_grammar_holds_for_every_seed(decode: Decode) -> None:
@@ -77,32 +47,22 @@ def test_json_schema_output_parses_and_validates_for_every_seed(decode: Decode) 
     spec = request_constraint({"json_schema": SCHEMA})
     for result in decode([spec] * len(SEEDS), SEEDS):
         assert result.finished_by_grammar
-        _validate(json.loads(result.text))
+        validate_record(json.loads(result.text))
 
 
 def test_response_format_json_object_parses_for_every_seed(decode: Decode) -> None:
-    # llama-server's json_object may carry a schema; this one bounds keys and values so that a random model
-    # (which almost never samples a closing quote on its own) still reaches the end within the token budget.
-    bounded = {
-        "type": "object",
-        "patternProperties": {"^[a-z]{1,6}$": {"type": "integer", "minimum": 0, "maximum": 99}},
-        "additionalProperties": False,
-        "maxProperties": 3,
-    }
-    schema = response_format_schema({"type": "json_object", "schema": bounded})
+    schema = response_format_schema({"type": "json_object", "schema": BOUNDED_OBJECT})
     spec = ConstraintSpec("json_schema", schema_source(schema), origin="response_format")
     for result in decode([spec] * len(SEEDS), SEEDS):
         assert result.finished_by_grammar, result.text
-        value = json.loads(result.text)
-        assert isinstance(value, dict) and len(value) <= 3
-        assert all(re.fullmatch("[a-z]{1,6}", k) and 0 <= v <= 99 for k, v in value.items())
+        validate_bounded_object(json.loads(result.text))
 
 
 def test_response_format_json_schema_validates(decode: Decode) -> None:
     schema = response_format_schema({"type": "json_schema", "json_schema": {"name": "t", "schema": SCHEMA}})
     spec = ConstraintSpec("json_schema", schema_source(schema), origin="response_format")
     for result in decode([spec] * 4, SEEDS[:4]):
-        _validate(json.loads(result.text))
+        validate_record(json.loads(result.text))
 
 
 def test_unconstrained_rows_match_their_solo_runs_in_a_mixed_batch(decode: Decode) -> None:
@@ -110,7 +70,7 @@ def test_unconstrained_rows_match_their_solo_runs_in_a_mixed_batch(decode: Decod
     solo = decode([None], [None])[0]
     mixed = decode([spec, None, spec], [0, None, 1])
     assert mixed[1].tokens == solo.tokens
-    _validate(json.loads(mixed[0].text))
+    validate_record(json.loads(mixed[0].text))
 
 
 TOOLS = [
