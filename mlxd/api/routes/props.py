@@ -82,6 +82,13 @@ async def get_props(request: Request) -> HTTPResponse:
     return json_response(props_body(serving(request), served_model(request)))
 
 
+def build_info(state: ServingState) -> str:
+    """b10621 puts its build here (``b10621-c1d0e7a0``); mlxd its version and the BLAS mlx's CPU backend uses."""
+    text = str(state.build_info.get("fingerprint") or f"mlxd-{__version__}")
+    blas = state.build_info.get("cpu_blas")
+    return f"{text} (cpu-blas: {blas})" if blas else text
+
+
 def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = False) -> dict[str, Any]:
     """The ``GET /props`` object for the model in service (``sleeping``: as cached when the server sleeps)."""
     cfg = state.config
@@ -103,7 +110,7 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         chat_template_caps=template_caps(source),
         bos_token=template.bos_token if template is not None else "",
         eos_token=template.eos_token if template is not None else "",
-        build_info=str(state.build_info.get("fingerprint") or f"mlxd-{__version__}"),
+        build_info=build_info(state),
         is_sleeping=sleeping,
     )
     body = props.model_dump()
