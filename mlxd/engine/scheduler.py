@@ -248,7 +248,7 @@ class Scheduler:
         """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
         together (one evaluation, one sampling call)."""
         finished: list[tuple[Slot, mx.array]] = []
-        group = self._fresh_group(budget)
+        group = self._prefill_group(budget)
         if len(group) > 1:
             try:
                 budget -= self._prefill_together(group, finished)
@@ -277,15 +277,16 @@ class Scheduler:
                 for slot, _ in finished:
                     self._drop(slot, f"generation failed: {exc}")
 
-    def _fresh_group(self, budget: int) -> list[Slot]:
-        """Waiting prompts with nothing cached that fit the budget together, left-padded to the longest."""
+    def _prefill_group(self, budget: int) -> list[Slot]:
+        """Waiting prompts whose remaining tokens fit the budget together, padded to the longest; a prompt may have
+        part of its tokens cached already (a prompt-cache hit), and its row then starts from that cache."""
         group: list[Slot] = []
         longest = 0
         for slot in self.prefilling:
             seq, kv = slot.seq, slot.kv
-            if seq is None or kv is None or seq.n_past or not all(isinstance(c, KVCache) and c.empty() for c in kv):
+            if seq is None or kv is None or not all(isinstance(c, KVCache) for c in kv):
                 continue
-            n = len(seq.prompt)
+            n = len(seq.prompt) - seq.n_past
             if max(longest, n) * (len(group) + 1) > budget:
                 break
             group.append(slot)
@@ -293,20 +294,40 @@ class Scheduler:
         return group
 
     def _prefill_together(self, group: list[Slot], finished: list[tuple[Slot, mx.array]]) -> int:
-        """Whole prompts in one forward pass (as mlx_lm's batch generation does); returns the tokens computed."""
+        """Whole prompts in one forward pass (as mlx_lm's batch generation does); returns the tokens computed.
+
+        Prompts with nothing cached are left-padded to the longest. Rows that start from a cache are merged into
+        one batch cache and their remaining tokens right-padded, then the padding is rolled to the left, as
+        mlx_lm's ``PromptProcessingBatch`` does.
+        """
         seqs = [slot.seq for slot in group if slot.seq is not None]
-        lengths = [len(q.prompt) for q in seqs]
+        rests = [q.prompt[q.n_past :] for q in seqs]
+        lengths = [len(r) for r in rests]
         longest = max(lengths)
         pads = [longest - n for n in lengths]
-        tokens = mx.array([[0] * pad + q.prompt for pad, q in zip(pads, seqs)])
         assert group[0].kv is not None
-        cache = [BatchKVCache(pads) for _ in group[0].kv]
-        if longest > 1:
-            self.model(tokens[:, :-1], cache=cache)
-        logits = self.model(tokens[:, -1:], cache=cache)[:, -1, :]
+        if not any(q.n_past for q in seqs):
+            tokens = mx.array([[0] * pad + r for pad, r in zip(pads, rests)])
+            cache = [BatchKVCache(pads) for _ in group[0].kv]
+            if longest > 1:
+                self.model(tokens[:, :-1], cache=cache)
+            last = tokens[:, -1:]
+        else:
+            cache = [c.merge([slot.kv[i] for slot in group]) for i, c in enumerate(group[0].kv)]  # type: ignore[index]
+            if longest > 1:
+                heads = mx.array([r[:-1] + [0] * pad for pad, r in zip(pads, rests)])
+                if max(pads):
+                    for c in cache:
+                        c.prepare(lengths=[n - 1 for n in lengths], right_padding=pads)
+                self.model(heads, cache=cache)
+                for c in cache:
+                    c.finalize()
+            last = mx.array([[r[-1]] for r in rests])
+        logits = self.model(last, cache=cache)[:, -1, :]
         for i, (slot, seq) in enumerate(zip(group, seqs)):
             slot.kv = [c.extract(i) for c in cache]
-            seq.n_past = seq.n_prompt_processed = lengths[i]
+            seq.n_past = len(seq.prompt)
+            seq.n_prompt_processed += lengths[i]
             seq.progress()
             self.prefilling.remove(slot)
             if seq.n_predict == 0:
