@@ -78,6 +78,14 @@ async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | 
 
     Leaving the iteration early (a client gone, an error) cancels the jobs that have not finished.
     """
+    if len(jobs) == 1:  # one generation needs no interleaving: its events are read straight from its handle
+        try:
+            async for ev in jobs[0].handle:
+                _note(jobs[0], ev)
+                yield jobs[0], ev
+        finally:
+            cancel(jobs)
+        return
     queue: asyncio.Queue[tuple[Job, Any]] = asyncio.Queue()
 
     async def pump(job: Job) -> None:
@@ -94,19 +102,9 @@ async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | 
             job, ev = await queue.get()
             if isinstance(ev, BaseException):
                 raise ev
-            if isinstance(ev, ErrorEvent):
-                raise _failed(ev)
+            _note(job, ev)
             if isinstance(ev, FinalEvent):
-                job.final = ev
                 remaining -= 1
-                if job.metrics is not None:
-                    job.metrics.on_final(ev)
-            elif isinstance(ev, ProgressEvent):
-                pass  # prompt processing: neither a token nor the end
-            else:
-                if job.first_token is None:
-                    job.first_token = time.perf_counter()
-                job.events.append(ev)
             yield job, ev
     finally:
         cancel(jobs)
@@ -115,6 +113,22 @@ async def events(jobs: Sequence[Job]) -> AsyncGenerator[tuple[Job, TokenEvent | 
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _note(job: Job, ev: Any) -> None:
+    """Record one event on its job; an ``ErrorEvent`` raises its envelope error."""
+    if isinstance(ev, ErrorEvent):
+        raise _failed(ev)
+    if isinstance(ev, FinalEvent):
+        job.final = ev
+        if job.metrics is not None:
+            job.metrics.on_final(ev)
+    elif isinstance(ev, ProgressEvent):
+        pass  # prompt processing: neither a token nor the end
+    else:
+        if job.first_token is None:
+            job.first_token = time.perf_counter()
+        job.events.append(ev)
 
 
 async def run(jobs: Sequence[Job]) -> list[Job]:

@@ -3,11 +3,43 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from typing import AsyncIterator, Callable, Iterator
 
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
+
+# Wake-ups held back on this thread (see ``deferred_wakeups``): loop -> the events to set there.
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def deferred_wakeups() -> Iterator[None]:
+    """Wake the readers of the events pushed inside the block once per event loop, when the block ends.
+
+    A decode step pushes one token to every row; waking each reader on its own costs a cross-thread call (and an
+    event-loop wake-up) per token, where one per step does.
+    """
+    outer = getattr(_held, "wakes", None)
+    if outer is not None:  # already deferred by an enclosing block
+        yield
+        return
+    _held.wakes = {}
+    try:
+        yield
+    finally:
+        wakes, _held.wakes = _held.wakes, None
+        for loop, events in wakes.items():
+            try:
+                loop.call_soon_threadsafe(_set_all, events)
+            except RuntimeError:  # the loop is gone; nobody is listening any more
+                pass
+
+
+def _set_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        event.set()
 
 
 class RequestHandle:
@@ -39,6 +71,10 @@ class RequestHandle:
             loop, wake, armed = self._loop, self._wake, self._armed
             self._armed = False
         if armed and loop is not None and wake is not None:
+            held = getattr(_held, "wakes", None)
+            if held is not None:
+                held.setdefault(loop, []).append(wake)
+                return
             try:
                 loop.call_soon_threadsafe(wake.set)
             except RuntimeError:  # the reader's loop is gone; nobody is listening any more

@@ -25,7 +25,7 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
 from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
-from mlxd.engine.handle import RequestHandle
+from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
@@ -138,14 +138,17 @@ class Scheduler:
         """Admit, decode once, then prefill within the batch budget."""
         self._admit()
         if len(self.batch):
-            try:
-                self._decode()
-            except Exception as exc:  # a failure of the batched forward pass: no row can go on
-                log.exception("decode step failed")
-                for slot in list(self.batch.slots):
-                    self._drop(slot, f"generation failed: {exc}")
+            # Each row's token goes out as the step ends, with one wake-up per reading event loop.
+            with deferred_wakeups():
+                try:
+                    self._decode()
+                except Exception as exc:  # a failure of the batched forward pass: no row can go on
+                    log.exception("decode step failed")
+                    for slot in list(self.batch.slots):
+                        self._drop(slot, f"generation failed: {exc}")
         if self.prefilling and (self.settings.cont_batching or not len(self.batch)):
-            self._prefill(max(1, self.settings.batch_size - len(self.batch)))
+            with deferred_wakeups():
+                self._prefill(max(1, self.settings.batch_size - len(self.batch)))
 
     def _admit(self) -> None:
         for handle in list(self.waiting):
