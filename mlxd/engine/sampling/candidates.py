@@ -8,6 +8,7 @@ order matters because the final draw walks the candidates in their current order
 from __future__ import annotations
 
 import math
+import os
 import numpy as np
 
 # 0xFFFFFFFF: llama.cpp's LLAMA_DEFAULT_SEED, which asks for a fresh random seed.
@@ -136,9 +137,12 @@ class Mt19937:
 
     def __init__(self, seed: int) -> None:
         self.seed = seed & 0xFFFFFFFF
-        self._state = np.random.RandomState(self.seed)
+        # Seeded on first draw: a greedy request never draws, and seeding costs as much as a decode step here.
+        self._state: np.random.RandomState | None = None
 
     def next_u32(self) -> int:
+        if self._state is None:
+            self._state = np.random.RandomState(self.seed)
         return int(self._state.randint(0, 1 << 32, dtype=np.uint64))
 
     def uniform_double(self) -> float:
@@ -167,7 +171,7 @@ class Mt19937:
 
 def random_seed() -> int:
     """A fresh seed for LLAMA_DEFAULT_SEED, like ``std::random_device``."""
-    return int.from_bytes(np.random.default_rng().bytes(4), "little")
+    return int.from_bytes(os.urandom(4), "little")
 
 
 def resolve_seed(seed: int) -> int:
