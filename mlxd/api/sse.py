@@ -69,33 +69,44 @@ async def stream(
     """Send ``frames`` as an SSE response; the route handler returns None after awaiting this."""
     response = await request.respond(content_type=CONTENT_TYPE, headers={**HEADERS, **(headers or {})})
     iterator: AsyncIterator[str] = aiter(frames)
-    pending: asyncio.Future[str] | None = None
+    loop = asyncio.get_running_loop()
+    last_sent = loop.time()
+
+    async def produce() -> None:
+        # One task reads and sends every frame (a task per frame would cost more than rendering the frame).
+        nonlocal last_sent
+        while True:
+            try:
+                frame = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except Exception as exc:  # the generation failed after the headers went out
+                await response.send(on_error(exc))
+                return
+            if frame:
+                await response.send(frame)
+                last_sent = loop.time()
+
+    producer = asyncio.ensure_future(produce())
     finished = False
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=ping)
-            if not done:
+            # Ping once the model has been slow to produce the next frame for ``ping`` seconds.
+            timeout = None if ping is None else max(0.0, last_sent + ping - loop.time())
+            done, _ = await asyncio.wait({producer}, timeout=timeout)
+            if done:
+                producer.result()  # a failed send (the client went away) raises here
+                break
+            if ping is not None and loop.time() - last_sent >= ping:
                 await response.send(PING)
-                continue
-            task, pending = pending, None
-            try:
-                frame = task.result()
-            except StopAsyncIteration:
-                break
-            except Exception as exc:  # the generation failed after the headers went out
-                await response.send(on_error(exc))
-                break
-            if frame:
-                await response.send(frame)
+                last_sent = loop.time()
         await response.eof()
         finished = True
     finally:
-        if pending is not None:
-            pending.cancel()
+        if not producer.done():
+            producer.cancel()
             with contextlib.suppress(BaseException):
-                await pending
+                await producer
         if not finished:
             log.info("client disconnected from %s %s; cancelling", request.method, request.path)
             if on_disconnect is not None:
