@@ -135,10 +135,17 @@ class Scheduler:
 
     # -- one step ------------------------------------------------------------------------------------------
     def step(self) -> None:
-        """Admit, decode once, then prefill within the batch budget."""
+        """Admit, prefill within the batch budget, then decode once (without continuous batching, prompts wait
+        until the batch has drained, this step's decode included).
+
+        Prompts go first so that a request that has just arrived gets its first token in this step rather than
+        after one more decode step; the rows it completes join this step's decode.
+        """
         self._admit()
+        if self.prefilling and self.settings.cont_batching:
+            self._prefill_phase()
         if len(self.batch):
-            # Each row's token goes out as the step ends, with one wake-up per reading event loop.
+            # Each token goes out as its phase ends, with one wake-up per reading event loop.
             with deferred_wakeups():
                 try:
                     self._decode()
@@ -146,9 +153,12 @@ class Scheduler:
                     log.exception("decode step failed")
                     for slot in list(self.batch.slots):
                         self._drop(slot, f"generation failed: {exc}")
-        if self.prefilling and (self.settings.cont_batching or not len(self.batch)):
-            with deferred_wakeups():
-                self._prefill(max(1, self.settings.batch_size - len(self.batch)))
+        if self.prefilling and not self.settings.cont_batching and not len(self.batch):
+            self._prefill_phase()
+
+    def _prefill_phase(self) -> None:
+        with deferred_wakeups():
+            self._prefill(max(1, self.settings.batch_size - len(self.batch)))
 
     def _admit(self) -> None:
         for handle in list(self.waiting):
