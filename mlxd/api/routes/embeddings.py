@@ -119,13 +119,19 @@ def _oai_list(body: dict[str, Any], model_name: str, results: list[embed.Embeddi
                          "encoding_format": "base64"})
         else:
             data.append({"embedding": vector, "index": i, "object": "embedding"})
+    return _listing(body, model_name, results, "data", data)
+
+
+def _listing(body: dict[str, Any], model_name: str, results: list[embed.EmbeddingResult], key: str,
+             items: list[Any]) -> dict[str, Any]:
+    """The OpenAI-style list envelope both /v1/embeddings and the rerank routes answer with."""
     n_tokens = sum(r.n_tokens for r in results)
     requested = body.get("model")
     return {
         "model": requested if isinstance(requested, str) else model_name,
         "object": "list",
         "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-        "data": data,
+        key: items,
     }
 
 
@@ -193,11 +199,4 @@ def _rerank_response(body: dict[str, Any], model_name: str, results: list[embed.
     entries = entries[:top_n]
     if is_tei:
         return entries
-    n_tokens = sum(r.n_tokens for r in results)
-    requested = body.get("model")
-    return {
-        "model": requested if isinstance(requested, str) else model_name,
-        "object": "list",
-        "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens},
-        "results": entries,
-    }
+    return _listing(body, model_name, results, "results", entries)
