@@ -54,6 +54,13 @@ async def completion(request: Request):
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
+    return await respond_native(request, p, model, settings, jobs)
+
+
+async def respond_native(request: Request, p: planning.Plan, model: Any, settings: dict[str, Any],
+                         jobs: list[gen.Job]) -> Any:
+    """Answer native jobs (``/completion``, ``/infill``): one object, or an array for several prompts; a stream
+    sends partial objects and ends with the final one, with no ``[DONE]``."""
     if not p.opts.stream:
         await gen.run(jobs)
         results = [_native_final(job, p, model, settings) for job in jobs]
@@ -74,6 +81,7 @@ async def completion(request: Request):
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
                                   ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    return None
 
 
 def _usage(jobs: list[gen.Job]) -> dict[str, Any]:

@@ -6,19 +6,17 @@ without them is refused with b10621's wording, naming each missing marker.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import constraints, planning, sse, stream_sessions
+from mlxd.api import constraints, planning
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
-from mlxd.api.errors import json_response
-from mlxd.api.prompts import detokenize, encode
-from mlxd.api.render.native import native_final, native_partial, native_progress
-from mlxd.engine.types import FinalEvent, ProgressEvent
+from mlxd.api.prompts import encode
+from mlxd.api.routes.completion import respond_native
 from mlxd.errors import InvalidRequest, NotSupported
 from mlxd.schemas.fields import read_str
 
@@ -113,30 +111,4 @@ async def infill(request: Request):
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)
     jobs = gen.submit(p, model, metrics=state.metrics, route=request.path, progress=True)
-
-    def final(job: gen.Job) -> dict[str, Any]:
-        assert job.final is not None
-        return native_final(job.final, index=job.index, events=job.events, model=model.name,
-                            prompt_text=detokenize(tokenizer, job.prompt_tokens), settings=settings, opts=p.opts,
-                            n_probs=p.n_probs, post_sampling=p.post_sampling)
-
-    if not p.opts.stream:
-        await gen.run(jobs)
-        results = [final(job) for job in jobs]
-        return json_response(results[0] if len(results) == 1 else results)
-
-    stream = await gen.started(jobs)
-
-    async def frames() -> AsyncIterator[str]:
-        async for job, ev in stream:
-            if isinstance(ev, FinalEvent):
-                yield sse.data(final(job))
-            elif isinstance(ev, ProgressEvent):
-                yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens)))
-            else:
-                yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
-                                              n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
-                                              post_sampling=p.post_sampling, timings=job.running_timings()))
-
-    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    return await respond_native(request, p, model, settings, jobs)

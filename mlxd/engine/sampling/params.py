@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mlxd.errors import InvalidRequest
+from mlxd.errors import InvalidRequest as InvalidRequest  # re-exported: what from_request raises
 
 DEFAULT_SEED = 0xFFFFFFFF
 DEFAULT_SAMPLERS: tuple[str, ...] = (
