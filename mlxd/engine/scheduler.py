@@ -8,6 +8,9 @@ per-request state on the host: penalties, DRY, mirostat), its stop handling is b
 matches text across token boundaries and withholds partial matches), and it has no slot or prompt-cache model.
 The loop below is built on the same parts instead: mlx_lm's model code, its ``BatchKVCache``
 (merge/extend/filter/extract) and its prompt-cache trie, and the same ``async_eval`` pipelining.
+
+This module holds admission, slots and endings; prompt processing is in ``prefill.py`` and the decode step in
+``decode.py``, mixed in.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from typing import Any, Callable, Protocol
 
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
-from mlx_lm.models.cache import BatchKVCache, KVCache, make_prompt_cache
+from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
+from mlxd.engine.decode import Decoding, force_tokens
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
+from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
@@ -54,7 +57,7 @@ class BadInput(ValueError):
     """A request the worker found unusable after admission (for example a token id outside the vocabulary)."""
 
 
-class Scheduler:
+class Scheduler(PromptProcessing, Decoding):
     """The batch state of one model; every method runs on the worker thread."""
 
     def __init__(
@@ -290,94 +293,6 @@ class Scheduler:
                 for slot, _ in finished:
                     self._drop(slot, f"generation failed: {exc}")
 
-    def _prefill_group(self, budget: int) -> list[Slot]:
-        """Waiting prompts whose remaining tokens fit the budget together, padded to the longest; a prompt may have
-        part of its tokens cached already (a prompt-cache hit), and its row then starts from that cache."""
-        group: list[Slot] = []
-        longest = 0
-        for slot in self.prefilling:
-            seq, kv = slot.seq, slot.kv
-            if seq is None or kv is None or not all(isinstance(c, KVCache) for c in kv):
-                continue
-            n = len(seq.prompt) - seq.n_past
-            if max(longest, n) * (len(group) + 1) > budget:
-                break
-            group.append(slot)
-            longest = max(longest, n)
-        return group
-
-    def _prefill_together(self, group: list[Slot], finished: list[tuple[Slot, mx.array]]) -> int:
-        """Whole prompts in one forward pass (as mlx_lm's batch generation does); returns the tokens computed.
-
-        Prompts with nothing cached are left-padded to the longest. Rows that start from a cache are merged into
-        one batch cache and their remaining tokens right-padded, then the padding is rolled to the left, as
-        mlx_lm's ``PromptProcessingBatch`` does.
-        """
-        seqs = [slot.seq for slot in group if slot.seq is not None]
-        rests = [q.prompt[q.n_past :] for q in seqs]
-        lengths = [len(r) for r in rests]
-        longest = max(lengths)
-        pads = [longest - n for n in lengths]
-        assert group[0].kv is not None
-        if not any(q.n_past for q in seqs):
-            tokens = mx.array([[0] * pad + r for pad, r in zip(pads, rests)])
-            cache = [BatchKVCache(pads) for _ in group[0].kv]
-            if longest > 1:
-                self.model(tokens[:, :-1], cache=cache)
-            last = tokens[:, -1:]
-        else:
-            cache = [c.merge([slot.kv[i] for slot in group]) for i, c in enumerate(group[0].kv)]  # type: ignore[index]
-            if longest > 1:
-                heads = mx.array([r[:-1] + [0] * pad for pad, r in zip(pads, rests)])
-                if max(pads):
-                    for c in cache:
-                        c.prepare(lengths=[n - 1 for n in lengths], right_padding=pads)
-                self.model(heads, cache=cache)
-                for c in cache:
-                    c.finalize()
-            last = mx.array([[r[-1]] for r in rests])
-        logits = self.model(last, cache=cache)[:, -1, :]
-        for i, (slot, seq) in enumerate(zip(group, seqs)):
-            slot.kv = [c.extract(i) for c in cache]
-            seq.n_past = len(seq.prompt)
-            seq.n_prompt_processed += lengths[i]
-            seq.progress()
-            self.prefilling.remove(slot)
-            if seq.n_predict == 0:
-                mx.eval([c.state for c in slot.kv])
-                seq.prompt_done()
-                self._release(slot, slot.kv)
-            else:
-                finished.append((slot, logits[i : i + 1]))
-        return longest * len(group)
-
-    def _prefill_chunk(self, slot: Slot, budget: int) -> tuple[int, mx.array | None]:
-        """Process up to ``budget`` prompt tokens; on the prompt's last chunk, return its final logits [1, V]."""
-        seq, kv = slot.seq, slot.kv
-        assert seq is not None and kv is not None
-        start = seq.n_past
-        todo = len(seq.prompt) - start
-        n = min(todo, budget)
-        seq.n_past += n
-        seq.n_prompt_processed += n
-        if n < todo:
-            self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
-            mx.eval([c.state for c in kv])
-            seq.progress()
-            return n, None
-        # Last chunk: only the final position's logits are needed, so it goes through on its own.
-        if n > 1:
-            self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
-        logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
-        seq.progress()
-        self.prefilling.remove(slot)
-        if seq.n_predict == 0:
-            mx.eval([c.state for c in kv])
-            seq.prompt_done()
-            self._release(slot, kv)
-            return n, None
-        return n, logits
-
     def _first_tokens(self, finished: list[tuple[Slot, mx.array]]) -> None:
         """Draw the first token of each prompt just processed; rows that go on join the decode batch."""
         seqs = [slot.seq for slot, _ in finished if slot.seq is not None]
@@ -391,7 +306,7 @@ class Scheduler:
         else:
             results = self.sampling.sample(logits, [q.sampler for q in seqs])
             tokens = [int(r.id) for r in results]
-            _force(seqs, tokens, results)
+            force_tokens(seqs, tokens, results)
         for (slot, _), token, sampled in zip(finished, tokens, results):
             seq, kv = slot.seq, slot.kv
             assert seq is not None and kv is not None
@@ -401,103 +316,6 @@ class Scheduler:
                 slot.kv = None
             elif slot.seq is not None:
                 self._release(slot, kv)
-
-    # -- decoding ------------------------------------------------------------------------------------------
-    def _decode(self) -> None:
-        batch = self.batch
-        if self.settings.context_shift:
-            for slot in [s for s in batch.slots if s.seq is not None and s.seq.n_past + 1 >= s.n_ctx]:
-                self._shift(slot)
-        pipelined = all(s.seq.plain_greedy for s in batch.slots if s.seq is not None)
-        if not pipelined and any(batch.awaiting):
-            self._settle()
-            if not len(batch):
-                return
-        assert batch.tokens is not None
-        self._steps += 1
-        if self._steps % 512 == 0:
-            mx.clear_cache()  # as mlx_lm's batch generator: keep the buffer cache from only growing
-        logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
-        done: list[int] = []
-        if pipelined:
-            # Start the next step's tokens now; read this step's inputs while the device works.
-            following = self._argmax(logits, [s.seq for s in batch.slots if s.seq is not None]).astype(mx.uint32)
-            mx.async_eval(following)
-            inputs = batch.tokens.tolist() if any(batch.awaiting) else None
-            for i, slot in enumerate(batch.slots):
-                seq = slot.seq
-                assert seq is not None
-                if batch.awaiting[i] and inputs is not None and not self._accept(slot, inputs[i]):
-                    done.append(i)
-                seq.n_past += 1
-            batch.tokens, batch.awaiting = following, [True] * len(batch)
-        else:
-            seqs = [s.seq for s in batch.slots if s.seq is not None]
-            if any(q.matcher is not None for q in seqs):
-                logits = apply_masks(logits, [q.matcher for q in seqs])
-            results = self.sampling.sample(logits, [q.sampler for q in seqs])
-            ids = [int(r.id) for r in results]
-            _force(seqs, ids, results)
-            for i, slot in enumerate(batch.slots):
-                assert slot.seq is not None
-                slot.seq.n_past += 1
-                if not self._accept(slot, ids[i], results[i]):
-                    done.append(i)
-            batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
-        if done:
-            self._retire(done)
-
-    def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
-        """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy
-        path computes it (in float32; adding 0 leaves an unbiased logit as it was)."""
-        key, width = tuple(seqs), logits.shape[-1]
-        if self._bias_rows[1] != width or len(key) != len(self._bias_rows[0]) or any(
-            a is not b for a, b in zip(key, self._bias_rows[0])
-        ):
-            rows = None
-            if any(q.greedy_bias for q in seqs):
-                host = np.zeros((len(seqs), width), np.float32)
-                for r, q in enumerate(seqs):
-                    for token, value in q.greedy_bias.items():
-                        if 0 <= token < width:
-                            host[r, token] += value
-                rows = mx.array(host)
-            self._bias_rows = (key, width, rows)
-        rows = self._bias_rows[2]
-        if rows is None:
-            return mx.argmax(logits, axis=-1)
-        return mx.argmax(logits.astype(mx.float32) + rows, axis=-1)
-
-    def _shift(self, slot: Slot) -> None:
-        """Make room in a full slot (``--context-shift``): its row leaves the batch and comes back shifted."""
-        seq, batch = slot.seq, self.batch
-        assert seq is not None and batch.tokens is not None
-        row = batch.row_of(slot)
-        has_bos = self.bos_id is not None and bool(seq.prompt) and seq.prompt[0] == self.bos_id
-        keep, discard = context_shift.plan(
-            seq.n_past, slot.n_ctx, seq.request.n_keep, seq.request.n_discard, len(seq.prompt), has_bos
-        )
-        pending, awaiting = batch.tokens[row], batch.awaiting[row]
-        kv = context_shift.shift(self.model, batch.extract(row), keep, discard)
-        batch.remove([row])
-        batch.add(slot, kv, pending, awaiting)
-        seq.n_past -= discard
-        seq.truncated = seq.shifted = True
-        log.warning("slot %d context shift: n_keep = %d, n_discard = %d", slot.id, keep, discard)
-
-    def _settle(self) -> None:
-        """Read back and accept the tokens a pipelined step left pending."""
-        batch = self.batch
-        assert batch.tokens is not None
-        inputs = batch.tokens.tolist()
-        done = [
-            i
-            for i, slot in enumerate(batch.slots)
-            if batch.awaiting[i] and not self._accept(slot, inputs[i])
-        ]
-        batch.awaiting = [False] * len(batch)
-        if done:
-            self._retire(done)
 
     def _accept(self, slot: Slot, token: int, sampled: Any = None) -> bool:
         """Hand a token to its sequence; a failure there ends that request alone."""
@@ -554,11 +372,3 @@ class Scheduler:
         if slot.seq is not None and slot.seq.handle is handle:
             slot.seq.failed = True
             self._drop(slot, "")
-
-
-def _force(seqs: list[Sequence], tokens: list[int], results: list[Any]) -> None:
-    """Replace the drawn token of each row whose reasoning budget forces one now (it reports no probabilities)."""
-    for i, seq in enumerate(seqs):
-        forced = seq.forced_token()
-        if forced is not None:
-            tokens[i], results[i] = forced, None

@@ -1,0 +1,142 @@
+"""The scheduler's decode step: one forward pass for every generating slot, greedy rows pipelined on the device,
+other rows through the sampling chain, and ``--context-shift`` when a slot's context is full.
+
+A mixin of ``Scheduler``, which owns the batch, the sampling backend and the slot lifecycle (``_accept``,
+``_retire``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import mlx.core as mx
+import numpy as np
+
+from mlxd.engine import context_shift
+from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.constrain import apply_masks
+from mlxd.engine.sequence import Sequence
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.slots import Slot
+
+log = logging.getLogger("mlxd.engine.scheduler")
+
+
+class Decoding:
+    """Advances every row of the decode batch by one token per step."""
+
+    # Provided by the Scheduler this is mixed into.
+    model: Callable[..., mx.array]
+    batch: DecodeBatch
+    settings: WorkerSettings
+    sampling: Any
+    bos_id: int | None
+    _steps: int
+    _bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None]
+    _accept: Callable[..., bool]
+    _retire: Callable[[list[int]], None]
+
+    def _decode(self) -> None:
+        batch = self.batch
+        if self.settings.context_shift:
+            for slot in [s for s in batch.slots if s.seq is not None and s.seq.n_past + 1 >= s.n_ctx]:
+                self._shift(slot)
+        pipelined = all(s.seq.plain_greedy for s in batch.slots if s.seq is not None)
+        if not pipelined and any(batch.awaiting):
+            self._settle()
+            if not len(batch):
+                return
+        assert batch.tokens is not None
+        self._steps += 1
+        if self._steps % 512 == 0:
+            mx.clear_cache()  # as mlx_lm's batch generator: keep the buffer cache from only growing
+        logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
+        done: list[int] = []
+        if pipelined:
+            # Start the next step's tokens now; read this step's inputs while the device works.
+            following = self._argmax(logits, [s.seq for s in batch.slots if s.seq is not None]).astype(mx.uint32)
+            mx.async_eval(following)
+            inputs = batch.tokens.tolist() if any(batch.awaiting) else None
+            for i, slot in enumerate(batch.slots):
+                seq = slot.seq
+                assert seq is not None
+                if batch.awaiting[i] and inputs is not None and not self._accept(slot, inputs[i]):
+                    done.append(i)
+                seq.n_past += 1
+            batch.tokens, batch.awaiting = following, [True] * len(batch)
+        else:
+            seqs = [s.seq for s in batch.slots if s.seq is not None]
+            if any(q.matcher is not None for q in seqs):
+                logits = apply_masks(logits, [q.matcher for q in seqs])
+            results = self.sampling.sample(logits, [q.sampler for q in seqs])
+            ids = [int(r.id) for r in results]
+            force_tokens(seqs, ids, results)
+            for i, slot in enumerate(batch.slots):
+                assert slot.seq is not None
+                slot.seq.n_past += 1
+                if not self._accept(slot, ids[i], results[i]):
+                    done.append(i)
+            batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
+        if done:
+            self._retire(done)
+
+    def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
+        """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy
+        path computes it (in float32; adding 0 leaves an unbiased logit as it was)."""
+        key, width = tuple(seqs), logits.shape[-1]
+        if self._bias_rows[1] != width or len(key) != len(self._bias_rows[0]) or any(
+            a is not b for a, b in zip(key, self._bias_rows[0])
+        ):
+            rows = None
+            if any(q.greedy_bias for q in seqs):
+                host = np.zeros((len(seqs), width), np.float32)
+                for r, q in enumerate(seqs):
+                    for token, value in q.greedy_bias.items():
+                        if 0 <= token < width:
+                            host[r, token] += value
+                rows = mx.array(host)
+            self._bias_rows = (key, width, rows)
+        rows = self._bias_rows[2]
+        if rows is None:
+            return mx.argmax(logits, axis=-1)
+        return mx.argmax(logits.astype(mx.float32) + rows, axis=-1)
+
+    def _shift(self, slot: Slot) -> None:
+        """Make room in a full slot (``--context-shift``): its row leaves the batch and comes back shifted."""
+        seq, batch = slot.seq, self.batch
+        assert seq is not None and batch.tokens is not None
+        row = batch.row_of(slot)
+        has_bos = self.bos_id is not None and bool(seq.prompt) and seq.prompt[0] == self.bos_id
+        keep, discard = context_shift.plan(
+            seq.n_past, slot.n_ctx, seq.request.n_keep, seq.request.n_discard, len(seq.prompt), has_bos
+        )
+        pending, awaiting = batch.tokens[row], batch.awaiting[row]
+        kv = context_shift.shift(self.model, batch.extract(row), keep, discard)
+        batch.remove([row])
+        batch.add(slot, kv, pending, awaiting)
+        seq.n_past -= discard
+        seq.truncated = seq.shifted = True
+        log.warning("slot %d context shift: n_keep = %d, n_discard = %d", slot.id, keep, discard)
+
+    def _settle(self) -> None:
+        """Read back and accept the tokens a pipelined step left pending."""
+        batch = self.batch
+        assert batch.tokens is not None
+        inputs = batch.tokens.tolist()
+        done = [
+            i
+            for i, slot in enumerate(batch.slots)
+            if batch.awaiting[i] and not self._accept(slot, inputs[i])
+        ]
+        batch.awaiting = [False] * len(batch)
+        if done:
+            self._retire(done)
+
+
+def force_tokens(seqs: list[Sequence], tokens: list[int], results: list[Any]) -> None:
+    """Replace the drawn token of each row whose reasoning budget forces one now (it reports no probabilities)."""
+    for i, seq in enumerate(seqs):
+        forced = seq.forced_token()
+        if forced is not None:
+            tokens[i], results[i] = forced, None

@@ -1,0 +1,112 @@
+"""Prompt processing for the scheduler: grouping waiting prompts, one padded forward pass for a group, and
+chunked prefill of a single prompt within ``--batch-size``.
+
+A mixin of ``Scheduler``: it works on the scheduler's ``model``, ``prefilling`` list and slot release, and keeps the
+token arithmetic of prompt processing apart from admission, sampling and decoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache
+
+from mlxd.engine.slots import Slot
+
+
+class PromptProcessing:
+    """Turns prompt tokens into KV cache and, on a prompt's last token, its logits."""
+
+    # Provided by the Scheduler this is mixed into.
+    model: Callable[..., mx.array]
+    prefilling: list[Slot]
+    _release: Callable[[Slot, list[Any] | None], None]
+
+    def _prefill_group(self, budget: int) -> list[Slot]:
+        """Waiting prompts whose remaining tokens fit the budget together, padded to the longest; a prompt may have
+        part of its tokens cached already (a prompt-cache hit), and its row then starts from that cache."""
+        group: list[Slot] = []
+        longest = 0
+        for slot in self.prefilling:
+            seq, kv = slot.seq, slot.kv
+            if seq is None or kv is None or not all(isinstance(c, KVCache) for c in kv):
+                continue
+            n = len(seq.prompt) - seq.n_past
+            if max(longest, n) * (len(group) + 1) > budget:
+                break
+            group.append(slot)
+            longest = max(longest, n)
+        return group
+
+    def _prefill_together(self, group: list[Slot], finished: list[tuple[Slot, mx.array]]) -> int:
+        """Whole prompts in one forward pass (as mlx_lm's batch generation does); returns the tokens computed.
+
+        Prompts with nothing cached are left-padded to the longest. Rows that start from a cache are merged into
+        one batch cache and their remaining tokens right-padded, then the padding is rolled to the left, as
+        mlx_lm's ``PromptProcessingBatch`` does.
+        """
+        seqs = [slot.seq for slot in group if slot.seq is not None]
+        rests = [q.prompt[q.n_past :] for q in seqs]
+        lengths = [len(r) for r in rests]
+        longest = max(lengths)
+        pads = [longest - n for n in lengths]
+        assert group[0].kv is not None
+        if not any(q.n_past for q in seqs):
+            tokens = mx.array([[0] * pad + r for pad, r in zip(pads, rests)])
+            cache = [BatchKVCache(pads) for _ in group[0].kv]
+            if longest > 1:
+                self.model(tokens[:, :-1], cache=cache)
+            last = tokens[:, -1:]
+        else:
+            cache = [c.merge([slot.kv[i] for slot in group]) for i, c in enumerate(group[0].kv)]  # type: ignore[index]
+            if longest > 1:
+                heads = mx.array([r[:-1] + [0] * pad for pad, r in zip(pads, rests)])
+                if max(pads):
+                    for c in cache:
+                        c.prepare(lengths=[n - 1 for n in lengths], right_padding=pads)
+                self.model(heads, cache=cache)
+                for c in cache:
+                    c.finalize()
+            last = mx.array([[r[-1]] for r in rests])
+        logits = self.model(last, cache=cache)[:, -1, :]
+        for i, (slot, seq) in enumerate(zip(group, seqs)):
+            slot.kv = [c.extract(i) for c in cache]
+            seq.n_past = len(seq.prompt)
+            seq.n_prompt_processed += lengths[i]
+            seq.progress()
+            self.prefilling.remove(slot)
+            if seq.n_predict == 0:
+                mx.eval([c.state for c in slot.kv])
+                seq.prompt_done()
+                self._release(slot, slot.kv)
+            else:
+                finished.append((slot, logits[i : i + 1]))
+        return longest * len(group)
+
+    def _prefill_chunk(self, slot: Slot, budget: int) -> tuple[int, mx.array | None]:
+        """Process up to ``budget`` prompt tokens; on the prompt's last chunk, return its final logits [1, V]."""
+        seq, kv = slot.seq, slot.kv
+        assert seq is not None and kv is not None
+        start = seq.n_past
+        todo = len(seq.prompt) - start
+        n = min(todo, budget)
+        seq.n_past += n
+        seq.n_prompt_processed += n
+        if n < todo:
+            self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
+            mx.eval([c.state for c in kv])
+            seq.progress()
+            return n, None
+        # Last chunk: only the final position's logits are needed, so it goes through on its own.
+        if n > 1:
+            self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
+        logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
+        seq.progress()
+        self.prefilling.remove(slot)
+        if seq.n_predict == 0:
+            mx.eval([c.state for c in kv])
+            seq.prompt_done()
+            self._release(slot, kv)
+            return n, None
+        return n, logits
