@@ -62,21 +62,6 @@ def default_params(state: ServingState, model: ServedModel) -> dict[str, Any]:
     return params
 
 
-def template_caps(source: str) -> ChatTemplateCaps:
-    """What the template's text handles, read from the variables it uses."""
-    tool_calls = "tool_calls" in source
-    return ChatTemplateCaps(
-        supports_object_arguments=tool_calls and "arguments" in source and "tojson" in source,
-        supports_parallel_tool_calls=tool_calls,
-        supports_preserve_reasoning="reasoning_content" in source,
-        supports_reasoning_effort="reasoning_effort" in source,
-        supports_system_role="system" in source,
-        supports_tool_calls=tool_calls,
-        supports_tools="tools" in source,
-        supports_typed_content="content is string" in source or "content[0]" in source,
-    )
-
-
 @bp.get("/props")
 async def get_props(request: Request) -> HTTPResponse:
     return json_response(props_body(serving(request), served_model(request)))
@@ -107,7 +92,8 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         endpoint_props=bool(getattr(cfg, "props", False)),
         endpoint_metrics=bool(getattr(cfg, "metrics", False)),
         chat_template=source,
-        chat_template_caps=template_caps(source),
+        # What rendering probe conversations showed when the template loaded (mlxd.engine.chat.caps).
+        chat_template_caps=ChatTemplateCaps(**template.caps.to_dict()) if template is not None else ChatTemplateCaps(),
         bos_token=template.bos_token if template is not None else "",
         eos_token=template.eos_token if template is not None else "",
         build_info=build_info(state),
