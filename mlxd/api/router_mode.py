@@ -4,8 +4,9 @@ b10621 swaps handlers when it starts as a router: ``GET /models`` and ``/v1/mode
 ``GET /props`` without ``?model=`` describes the router, and every other model route is served by the model the
 request names, ``"model"`` in a POST body or ``?model=`` on a GET (aliases resolve to the canonical name),
 loaded on demand unless autoload is off (``--no-models-autoload``, or ``?autoload=`` per request: ``true`` or
-``1`` turn it on, any other non-empty value off). The route then sees that model and its own configuration. The model is held until the response starts, so an eviction
-waits for requests that picked it; its worker then drains what they submitted.
+``1`` turn it on, any other non-empty value off). The route then sees that model and its own configuration. The
+model is held until the response starts, so an eviction waits for requests that picked it; its worker then drains
+what they submitted.
 """
 
 from __future__ import annotations
