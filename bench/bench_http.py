@@ -1,18 +1,24 @@
 """mlxd-server against mlx_lm.server over HTTP: the same async client, prompts and token counts for both.
 
     .venv/bin/python bench/bench_http.py CHECKPOINT [--streams 1,4,8,16] [--tokens 128] [--prompt-tokens 16]
-        [--rounds 2] [--repeat 3] [--servers mlxd,mlx_lm,mlx_lm+openblas] [--out FILE.json]
+        [--repeat 5] [--servers mlxd,mlx_lm,mlx_lm+openblas] [--out FILE.json]
 
-Each server is started alone (never two at once: they would share the cores), warmed up, measured, stopped; with
-``--rounds`` > 1 the servers take turns again and each figure keeps its best round (best-of, against noise).
+All servers are started together (an idle server costs no CPU) and take turns, figure by figure: each of the
+``--repeat`` turns of a figure runs once on every server in a row, so that every server meets the same moment's
+load on a shared machine. Each figure is reported as the median of its turns (and its best, in the JSON); a ratio is
+the ratio of two medians, and the one-stream figure is also compared turn by turn with ``mlx_lm.stream_generate``
+in its own process, which takes its turn right after the servers'.
+The requests of a concurrent round start ``--stagger-ms`` apart (2 ms): mlx_lm.server listens with Python's
+default backlog of 5 and opens a connection per request (HTTP/1.0), so that connections made all at once beyond
+the fifth wait for a SYN retransmit (1 s) and would measure its listen queue rather than its batching; ``0``
+sends them all at once. Time to first token counts from each request's own start.
 Every request is a streamed greedy ``/v1/completions`` whose end-of-generation tokens are banned by ``logit_bias``,
 so that it runs to ``--tokens``; the token count is read from the stream's ``usage`` and checked.
 
-Per server: one-stream decode tokens/s (first to last token; also as a ratio to ``mlx_lm.stream_generate``
-in-process, run in its own process after each round), aggregate tokens/s and p50/p95 time to first token at
-each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the same
-prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed (mlx's
-bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
+Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s and p50/p95 time to first token
+at each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the
+same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
+(mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
 ``--cpu-blas auto`` loads. mlx_lm.server's continuous batching is on (the default whenever no seed, KV
 quantisation or draft model is given); its ``--decode-concurrency`` and ``--prompt-concurrency`` are set to the
 largest stream count, as mlxd's ``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
@@ -24,12 +30,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -39,7 +49,8 @@ from mlxd.engine.blas import find_openblas  # noqa: E402  (imports no mlx)
 
 SERVERS = ("mlxd", "mlx_lm", "mlx_lm+openblas")
 
-# The target's reference, in its own process between the servers' turns: bench_engine preloads OpenBLAS as mlxd does.
+# The one-stream reference in a process of its own that stays up between turns, one line in (tokens) and one out
+# (decode tokens/s); bench_engine preloads OpenBLAS as mlxd does.
 STREAM_GENERATE = """
 import json, sys
 from pathlib import Path
@@ -48,15 +59,39 @@ from bench import bench_engine as e
 loaded = e.load_model(Path(sys.argv[2]))
 prompt = e.prompt_of(loaded, 16)
 e.mlx_lm_one_stream(loaded, prompt, 16)
-print(json.dumps(max(e.mlx_lm_one_stream(loaded, prompt, int(sys.argv[3]))[1] for _ in range(int(sys.argv[4])))))
+print("ready", flush=True)
+for line in sys.stdin:
+    print(json.dumps(e.mlx_lm_one_stream(loaded, prompt, int(line))[1]), flush=True)
 """
 
+# Between two turns: long enough for the last process's BLAS threads to stop spinning and go to sleep, so that a
+# turn does not pay for the one before it.
+PAUSE_S = 0.3
 
-def stream_generate_tps(checkpoint: Path, tokens: int, repeat: int) -> float:
-    """``mlx_lm.stream_generate``'s one-stream decode tokens/s, in-process, best of ``repeat``."""
-    done = subprocess.run([sys.executable, "-c", STREAM_GENERATE, str(ROOT), str(checkpoint), str(tokens),
-                           str(repeat)], capture_output=True, text=True, check=True)
-    return float(done.stdout.strip().splitlines()[-1])
+
+class Reference:
+    """``mlx_lm.stream_generate``'s one-stream decode tokens/s, in-process in its own long-lived process."""
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", STREAM_GENERATE, str(ROOT), str(checkpoint)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self._line() != "ready":
+            raise RuntimeError("the stream_generate reference did not start")
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().strip()
+
+    def decode_tps(self, tokens: int) -> float:
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{tokens}\n")
+        self.process.stdin.flush()
+        return float(self._line())
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(30)
 
 
 def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_dir: Path) -> tuple[Server, str]:
@@ -80,104 +115,149 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
     return server, f"system OpenBLAS via LD_PRELOAD={library}"
 
 
-async def measure(server: Server, args: argparse.Namespace, prompts: Prompts, bias: dict[str, float],
-                  tag: str) -> dict[str, Any]:
-    """All figures for one started server; every request is checked to have run to its ``max_tokens``."""
-    streams = [int(s) for s in args.streams.split(",")]
-    failures: list[str] = []
+def summary(turns: list[float], higher_is_better: bool) -> dict[str, Any]:
+    """A figure over its turns: the median (what the tables quote), the best and every turn."""
+    return {"median": statistics.median(turns), "best": max(turns) if higher_is_better else min(turns),
+            "turns": turns}
 
-    def check(results: list[Any], max_tokens: int) -> None:
+
+class Turns:
+    """Every figure's turns for every server, and the requests that did not run to their ``max_tokens``."""
+
+    def __init__(self, kinds: list[str], streams: list[int]) -> None:
+        self.one: dict[str, list[Any]] = {k: [] for k in kinds}
+        self.reference: list[float] = []
+        self.rounds: dict[str, dict[int, list[Any]]] = {k: {n: [] for n in streams} for k in kinds}
+        self.cold: dict[str, list[Any]] = {k: [] for k in kinds}
+        self.cached: dict[str, list[Any]] = {k: [] for k in kinds}
+        self.failures: dict[str, list[str]] = {k: [] for k in kinds}
+        self.prefix_tokens = 0
+
+    def check(self, kind: str, results: list[Any], max_tokens: int) -> None:
         for r in results:
             if not complete(r, max_tokens):
-                failures.append(f"tokens={r.tokens}/{max_tokens} finish={r.finish_reason} error={r.error}")
-
-    async with async_client(server.base_url, max(streams)) as client:
-        # Warm-up: kernels, thread pools, the batch paths at the largest concurrency.
-        check([await stream_completion(client, prompts.text(args.prompt_tokens, f"w{tag}"), 16, bias)], 16)
-        warm = await concurrent_round(
-            client, [prompts.text(args.prompt_tokens, f"w{tag}-{i}") for i in range(max(streams))], 8, bias)
-        check(warm.results, 8)
-
-        one = [await stream_completion(client, prompts.text(args.prompt_tokens, f"one{tag}-{i}"), args.tokens, bias)
-               for i in range(args.repeat)]
-        check(one, args.tokens)
-        out: dict[str, Any] = {"one_stream_decode_tps": max(r.decode_tps for r in one),
-                               "one_stream_ttft_s": min(r.ttft for r in one)}
-
-        aggregate: dict[str, Any] = {}
-        for n in streams:
-            await concurrent_round(client, [prompts.text(args.prompt_tokens, f"w{tag}-{n}-{i}") for i in range(n)],
-                                   8, bias)
-            rounds = []
-            for rep in range(args.repeat):
-                batch = [prompts.text(args.prompt_tokens + i % 4, f"{tag}-{n}-{rep}-{i}") for i in range(n)]
-                rounds.append(await concurrent_round(client, batch, args.tokens, bias))
-                check(rounds[-1].results, args.tokens)
-            aggregate[str(n)] = {"aggregate_tps": max(r.aggregate_tps for r in rounds),
-                                 "ttft_p50_s": min(r.ttft(0.5) for r in rounds),
-                                 "ttft_p95_s": min(r.ttft(0.95) for r in rounds),
-                                 "failed": sum(not complete(x, args.tokens) for r in rounds for x in r.results)}
-        out["aggregate"] = aggregate
-
-        # A 1024-token prefix: cold (a prefix never seen), then cached (the same prefix, another suffix).
-        cold = [await stream_completion(client, prompts.text(args.prefix, f"cold{tag}-{i}") + prompts.text(16, i),
-                                        2, bias) for i in range(args.repeat)]
-        shared = prompts.text(args.prefix, f"shared{tag}")
-        first = await stream_completion(client, shared + prompts.text(16, "fill"), 2, bias)
-        cached = [await stream_completion(client, shared + prompts.text(16, i), 2, bias) for i in range(args.repeat)]
-        check(cold + [first] + cached, 2)
-        out["prefix_ttft_s"] = {"tokens": prompts.count(shared), "cold": min(r.ttft for r in cold),
-                                "cached": min(r.ttft for r in cached)}
-    out["failures"] = failures
-    return out
+                self.failures[kind].append(f"tokens={r.tokens}/{max_tokens} finish={r.finish_reason} error={r.error}")
 
 
-def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each figure's best value across rounds (highest throughput, lowest latency)."""
-    top = dict(runs[0])
-    top["one_stream_decode_tps"] = max(r["one_stream_decode_tps"] for r in runs)
-    top["one_stream_ttft_s"] = min(r["one_stream_ttft_s"] for r in runs)
-    top["aggregate"] = {
-        n: {"aggregate_tps": max(r["aggregate"][n]["aggregate_tps"] for r in runs),
-            "ttft_p50_s": min(r["aggregate"][n]["ttft_p50_s"] for r in runs),
-            "ttft_p95_s": min(r["aggregate"][n]["ttft_p95_s"] for r in runs),
-            "failed": sum(r["aggregate"][n]["failed"] for r in runs)}
-        for n in runs[0]["aggregate"]
+async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, args: argparse.Namespace,
+                  prompts: Prompts, bias: dict[str, float]) -> Turns:
+    """Every figure, each turn of it taken by every server in a row (and by the reference, for one stream)."""
+    streams = [int(s) for s in args.streams.split(",")]
+    turns = Turns(list(clients), streams)
+    text, n_prompt = prompts.text, args.prompt_tokens
+
+    async def each(make: Any) -> None:
+        for kind, client in clients.items():
+            await make(kind, client)
+            await asyncio.sleep(PAUSE_S)
+
+    async def warm(kind: str, client: httpx.AsyncClient) -> None:  # kernels, thread pools, the largest batch
+        turns.check(kind, [await stream_completion(client, text(n_prompt, "w"), 16, bias)], 16)
+        warm_round = await concurrent_round(client, [text(n_prompt, f"w-{i}") for i in range(max(streams))], 8, bias,
+                                            args.stagger_ms / 1000)
+        turns.check(kind, warm_round.results, 8)
+
+    await each(warm)
+    for rep in range(args.repeat):
+        async def one(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+            result = await stream_completion(client, text(n_prompt, f"one-{rep}"), args.tokens, bias)
+            turns.check(kind, [result], args.tokens)
+            turns.one[kind].append(result)
+
+        await each(one)
+        turns.reference.append(await asyncio.to_thread(reference.decode_tps, args.tokens))
+        await asyncio.sleep(PAUSE_S)
+
+    for n in streams:
+        async def warm_n(kind: str, client: httpx.AsyncClient, n: int = n) -> None:
+            await concurrent_round(client, [text(n_prompt, f"w-{n}-{i}") for i in range(n)], 8, bias,
+                                   args.stagger_ms / 1000)
+
+        await each(warm_n)
+        for rep in range(args.repeat):
+            async def round_n(kind: str, client: httpx.AsyncClient, n: int = n, rep: int = rep) -> None:
+                batch = [text(n_prompt + i % 4, f"{n}-{rep}-{i}") for i in range(n)]
+                result = await concurrent_round(client, batch, args.tokens, bias, args.stagger_ms / 1000)
+                turns.check(kind, result.results, args.tokens)
+                turns.rounds[kind][n].append(result)
+
+            await each(round_n)
+
+    # A long prefix: cold (a prefix never seen), then cached (the same prefix after a first request, another suffix).
+    shared = text(args.prefix, "shared")
+    for rep in range(args.repeat):
+        async def cold(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+            result = await stream_completion(client, text(args.prefix, f"cold-{rep}") + text(16, rep), 2, bias)
+            turns.check(kind, [result], 2)
+            turns.cold[kind].append(result)
+
+        await each(cold)
+
+    async def first(kind: str, client: httpx.AsyncClient) -> None:
+        turns.check(kind, [await stream_completion(client, shared + text(16, "fill"), 2, bias)], 2)
+
+    await each(first)
+    for rep in range(args.repeat):
+        async def cached(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+            result = await stream_completion(client, shared + text(16, rep), 2, bias)
+            turns.check(kind, [result], 2)
+            turns.cached[kind].append(result)
+
+        await each(cached)
+    turns.prefix_tokens = prompts.count(shared)
+    return turns
+
+
+def figures(turns: Turns, kind: str, tokens: int) -> dict[str, Any]:
+    """One server's figures from its turns."""
+    one = turns.one[kind]
+    return {
+        "one_stream_decode_tps": summary([r.decode_tps for r in one], True),
+        "one_stream_ttft_s": summary([r.ttft for r in one], False),
+        "one_stream_over_stream_generate": summary([r.decode_tps / ref for r, ref in zip(one, turns.reference)], True),
+        "aggregate": {
+            str(n): {"aggregate_tps": summary([r.aggregate_tps for r in rounds], True),
+                     "ttft_p50_s": summary([r.ttft(0.5) for r in rounds], False),
+                     "ttft_p95_s": summary([r.ttft(0.95) for r in rounds], False),
+                     "failed": sum(not complete(x, tokens) for r in rounds for x in r.results)}
+            for n, rounds in turns.rounds[kind].items()
+        },
+        "prefix_ttft_s": {"tokens": turns.prefix_tokens,
+                          "cold": summary([r.ttft for r in turns.cold[kind]], False),
+                          "cached": summary([r.ttft for r in turns.cached[kind]], False)},
+        "failures": turns.failures[kind],
     }
-    top["prefix_ttft_s"] = dict(runs[0]["prefix_ttft_s"],
-                                cold=min(r["prefix_ttft_s"]["cold"] for r in runs),
-                                cached=min(r["prefix_ttft_s"]["cached"] for r in runs))
-    top["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
-    top["failures"] = [f for r in runs for f in r["failures"]]
-    top["rounds"] = len(runs)
-    return top
 
 
 def table(report: dict[str, Any]) -> str:
-    """A markdown table of the figures, each with its ratio mlxd / the other server."""
+    """A markdown table of the medians, each with its ratio mlxd / the other server."""
     servers = report["servers"]
     others = [k for k in servers if k != "mlxd"]
-    reference = report["stream_generate_decode_tps"]
-    rows: list[tuple[str, Any]] = [("one-stream decode tok/s", lambda s: s["one_stream_decode_tps"]),
-                                   (f"  / stream_generate in-process ({reference:.4g} tok/s)",
-                                    lambda s: s["one_stream_decode_tps"] / reference)]
+    reference = report["stream_generate_decode_tps"]["median"]
+    rows: list[tuple[str, Any]] = [
+        ("one-stream decode tok/s", lambda s: s["one_stream_decode_tps"]["median"]),
+        (f"  / stream_generate in-process, turn by turn (its median {reference:.4g} tok/s)",
+         lambda s: s["one_stream_over_stream_generate"]["median"]),
+    ]
     for n in servers["mlxd"]["aggregate"]:
-        rows += [(f"{n} streams: aggregate tok/s", lambda s, n=n: s["aggregate"][n]["aggregate_tps"]),
-                 (f"{n} streams: TTFT p50 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p50_s"]),
-                 (f"{n} streams: TTFT p95 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p95_s"]),
+        rows += [(f"{n} streams: aggregate tok/s", lambda s, n=n: s["aggregate"][n]["aggregate_tps"]["median"]),
+                 (f"{n} streams: TTFT p50 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p50_s"]["median"]),
+                 (f"{n} streams: TTFT p95 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p95_s"]["median"]),
                  (f"{n} streams: failed requests", lambda s, n=n: s["aggregate"][n]["failed"])]
     prefix = servers["mlxd"]["prefix_ttft_s"]["tokens"]
-    rows += [(f"{prefix}-token prefix TTFT cold ms", lambda s: 1000 * s["prefix_ttft_s"]["cold"]),
-             (f"{prefix}-token prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]),
-             ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"] / s["prefix_ttft_s"]["cold"]),
+    rows += [(f"{prefix}-token prefix TTFT cold ms", lambda s: 1000 * s["prefix_ttft_s"]["cold"]["median"]),
+             (f"{prefix}-token prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]["median"]),
+             ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"]["median"] / s["prefix_ttft_s"]["cold"]["median"]),
              ("peak RSS MiB", lambda s: s["peak_rss_mib"])]
-    head = "| figure | mlxd | " + " | ".join(others) + " | " + " | ".join(f"mlxd / {k}" for k in others) + " |"
+    head = "| figure (median of turns) | mlxd | " + " | ".join(others) + " | " + " | ".join(
+        f"mlxd / {k}" for k in others) + " |"
     lines = [head, "|" + "---|" * (2 + 2 * len(others))]
     for label, get in rows:
         ours = get(servers["mlxd"])
         theirs = [get(servers[k]) for k in others]
+        plain = "failed" not in label and not label.startswith("  /")
         lines.append(f"| {label} | {ours:.4g} | " + " | ".join(f"{t:.4g}" for t in theirs) + " | "
-                     + " | ".join(f"{ours / t:.2f}" if t and "failed" not in label and not label.startswith("  /") else "-" for t in theirs) + " |")
+                     + " | ".join(f"{ours / t:.2f}" if t and plain else "-" for t in theirs) + " |")
     return "\n".join(lines)
 
 
@@ -188,8 +268,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens", type=int, default=128, help="tokens generated per request")
     ap.add_argument("--prompt-tokens", type=int, default=16, help="prompt length of the throughput requests")
     ap.add_argument("--prefix", type=int, default=1024, help="shared-prefix length for the cold/cached TTFT")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per figure within a round (the best is kept)")
-    ap.add_argument("--rounds", type=int, default=1, help="turns each server takes (the best round is kept)")
+    ap.add_argument("--repeat", type=int, default=5, help="turns per figure, every server in a row each time")
+    ap.add_argument("--stagger-ms", type=float, default=2.0,
+                    help="gap between the starts of a round's requests (0: all at once); see the module docstring")
     ap.add_argument("--servers", default=",".join(SERVERS))
     ap.add_argument("--out", type=Path, help="JSON output (default .cache/bench-results/http-NAME.json)")
     args = ap.parse_args(argv)
@@ -201,26 +282,30 @@ def main(argv: list[str]) -> int:
     prompts = Prompts(checkpoint)
     bias = eos_bias(checkpoint)
     log_dir = Path(tempfile.mkdtemp(prefix="mlxd-bench-"))
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    blas_used: dict[str, str] = {}
-    reference: list[float] = []
-    for round_no in range(args.rounds):
+    ctx_slot = args.prefix + 64 + args.prompt_tokens + args.tokens + 64
+    with ExitStack() as stack:
+        servers: dict[str, Server] = {}
+        blas_used: dict[str, str] = {}
+        ready_s: dict[str, float] = {}
         for kind in kinds:
-            server, blas = make_server(kind, checkpoint, max_streams,
-                                       args.prefix + 64 + args.prompt_tokens + args.tokens + 64, log_dir)
+            server, blas_used[kind] = make_server(kind, checkpoint, max_streams, ctx_slot, log_dir)
             t0 = time.perf_counter()
-            with server:
-                ready = time.perf_counter() - t0
-                result = asyncio.run(measure(server, args, prompts, bias, tag=f"{round_no}"))
-                result["peak_rss_mib"] = server.peak_rss_mib()
-            if kind == "mlxd":
-                blas = next((ln.split(": ", 1)[1] for ln in server.log().splitlines() if "cpu-blas" in ln), "?")
-            blas_used[kind] = blas
-            result["ready_s"] = ready
-            runs[kind].append(result)
-            print(f"round {round_no + 1}/{args.rounds} {kind}: done ({len(result['failures'])} failed requests)",
-                  file=sys.stderr)
-        reference.append(stream_generate_tps(checkpoint, args.tokens, args.repeat))
+            servers[kind] = stack.enter_context(server)
+            ready_s[kind] = time.perf_counter() - t0
+        reference = Reference(checkpoint)
+        stack.callback(reference.close)
+
+        async def run() -> Turns:
+            async with AsyncExitStack() as clients_stack:
+                clients = {k: await clients_stack.enter_async_context(async_client(s.base_url, max_streams))
+                           for k, s in servers.items()}
+                return await measure(clients, reference, args, prompts, bias)
+
+        turns = asyncio.run(run())
+        blas_used["mlxd"] = next((ln.split(": ", 1)[1] for ln in servers["mlxd"].log().splitlines()
+                                  if "cpu-blas" in ln), "?")
+        results = {k: dict(figures(turns, k, args.tokens), peak_rss_mib=s.peak_rss_mib(), ready_s=ready_s[k])
+                   for k, s in servers.items()}
     report = {
         "checkpoint": str(args.checkpoint),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -228,9 +313,10 @@ def main(argv: list[str]) -> int:
         "tokens": args.tokens,
         "prompt_tokens": args.prompt_tokens,
         "repeat": args.repeat,
+        "stagger_ms": args.stagger_ms,
         "blas": blas_used,
-        "stream_generate_decode_tps": max(reference),
-        "servers": {k: best(v) for k, v in runs.items()},
+        "stream_generate_decode_tps": summary(turns.reference, True),
+        "servers": results,
     }
     out = args.out or Path(".cache/bench-results") / f"http-{checkpoint.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -115,10 +115,17 @@ class RoundResult:
 
 
 async def concurrent_round(client: httpx.AsyncClient, prompts: list[str], max_tokens: int,
-                           bias: dict[str, float]) -> RoundResult:
-    """Send all ``prompts`` at once and wait for every stream; TTFT is measured from the common start."""
+                           bias: dict[str, float], stagger_s: float = 0.0) -> RoundResult:
+    """Send all ``prompts`` and wait for every stream: at once, or the i-th ``i * stagger_s`` seconds after the
+    first; TTFT is measured from each request's own start, aggregate tokens/s from the first start to the last
+    token."""
+
+    async def one(i: int, prompt: str) -> StreamResult:
+        await asyncio.sleep(i * stagger_s)
+        return await stream_completion(client, prompt, max_tokens, bias)
+
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(stream_completion(client, p, max_tokens, bias, started=t0) for p in prompts))
+    results = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
     return RoundResult(len(prompts), time.perf_counter() - t0, list(results))
 
 

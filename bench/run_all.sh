@@ -23,12 +23,12 @@ for preset in ${BENCH_PRESETS:-tiny small}; do
     # With mlx's bundled BLAS, mlx_lm.server is 3 to 10 times slower on small: fully measured on tiny only,
     # and on small by the short probe below.
     [ "$preset" = tiny ] || servers=mlxd,mlx_lm+openblas
-    $PY bench/bench_http.py "$m" --tokens 128 --repeat 3 --rounds 2 --servers "$servers" \
+    $PY bench/bench_http.py "$m" --tokens 128 --repeat 5 --servers "$servers" \
         --out "$OUT/http-$preset.json" | tee "$OUT/http-$preset.md"
 done
 
 echo "== small: mlx_lm.server with mlx's bundled BLAS, a short probe" >&2
-$PY bench/bench_http.py "$MODELS/small" --streams 1,8 --tokens 32 --repeat 1 --prefix 256 \
+$PY bench/bench_http.py "$MODELS/small" --streams 1,8 --tokens 32 --repeat 3 --prefix 256 \
     --out "$OUT/http-small-bundled.json" | tee "$OUT/http-small-bundled.md"
 
 echo "== small: constrained decode" >&2
