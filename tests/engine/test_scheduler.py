@@ -155,3 +155,30 @@ def test_prompts_arriving_together_equal_their_solo_runs(tiny_model, make_schedu
     assert len(sched.batch) == 4 and not sched.prefilling
     run_until(sched, lambda: sched.idle)
     assert [final(h).tokens for h in handles] == solo
+
+
+def test_a_lone_row_decodes_on_its_own_caches_and_rows_joining_or_leaving_keep_their_tokens(
+    tiny_model, make_scheduler
+) -> None:
+    prompts = [list(tiny_model.tokenizer.encode(p)) for p in PROMPTS[:3]]
+    lengths = [40, 6, 12]
+    solo_sched = make_scheduler(parallel=1, cache_ram_mib=0)
+    solo = []
+    for i, (p, n) in enumerate(zip(prompts, lengths)):
+        handle = add(solo_sched, p, n, i)
+        run_until(solo_sched, lambda: solo_sched.idle)
+        solo.append(final(handle).tokens)
+    sched = make_scheduler(parallel=2, cache_ram_mib=0)
+    a = add(sched, prompts[0], lengths[0], 10)
+    run_until(sched, lambda: len(sched.batch) == 1)
+    assert sched.batch.solo  # alone: mlx_lm's plain per-layer caches, no batch mask
+    b = add(sched, prompts[1], lengths[1], 11)
+    run_until(sched, lambda: len(sched.batch) == 2)
+    assert not sched.batch.solo  # b joined: both rows in one batched cache
+    run_until(sched, lambda: len(sched.batch) == 1)  # b ran out of tokens first
+    assert sched.batch.solo and sched.batch.slots[0].seq.handle is a
+    c = add(sched, prompts[2], lengths[2], 12)
+    run_until(sched, lambda: len(sched.batch) == 2)
+    assert not sched.batch.solo
+    run_until(sched, lambda: sched.idle)
+    assert [final(h).tokens for h in (a, b, c)] == solo
