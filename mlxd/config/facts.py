@@ -283,6 +283,7 @@ admin-token-file  value str?   ~          restart
 watch-config      pair  bool   false
 model-store-root  value str?   ~
 cpu-blas          value str    auto       {auto,system,bundled} restart
+worker-affinity   value str    auto       {auto,off} restart
 shutdown-timeout  value float  30.0       0..86400
 """
 
@@ -296,6 +297,8 @@ MLXD_HELP = {
     "model-store-root": "Hugging Face cache directory that --hf-repo downloads go to and router mode lists "
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
+    "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
+                       "CPU the worker starts on; off: leave their placement to the kernel",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight generations",
 }
 

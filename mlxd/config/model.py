@@ -266,4 +266,5 @@ class Config(BaseModel):
     watch_config: bool = False
     model_store_root: str | None = None
     cpu_blas: str = 'auto'
+    worker_affinity: str = 'auto'
     shutdown_timeout: float = 30.0

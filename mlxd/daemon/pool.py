@@ -23,6 +23,7 @@ def worker_settings(cfg: Any) -> Any:
         ubatch_size=cfg.ubatch_size, cont_batching=cfg.cont_batching, cache_prompt=cfg.cache_prompt,
         cache_ram_mib=cfg.cache_ram, context_shift=cfg.context_shift, keep=cfg.keep, n_predict=cfg.n_predict,
         slot_prompt_similarity=cfg.slot_prompt_similarity, special=cfg.special, warmup=cfg.warmup,
+        pin_cpu=cfg.worker_affinity == "auto",
     )
 
 

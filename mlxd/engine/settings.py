@@ -29,6 +29,8 @@ class WorkerSettings(BaseModel):
                                           "the slot to be chosen by similarity; 0 = least recently used only")
     special: bool = Field(False, description="render special tokens in generated text (--special)")
     warmup: bool = Field(True, description="run one tiny forward pass before serving (--warmup)")
+    pin_cpu: bool = Field(True, description="keep the worker thread and its MLX stream thread on one CPU "
+                          "(--worker-affinity auto; see engine.affinity)")
 
     @property
     def n_parallel(self) -> int:
