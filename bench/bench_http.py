@@ -19,7 +19,7 @@ Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s
 at each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the
 same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
 (mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
-``--cpu-blas auto`` loads. mlx_lm.server's continuous batching is on (the default whenever no seed, KV
+``--cpu-blas auto`` loads; ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``. mlx_lm.server's continuous batching is on (the default whenever no seed, KV
 quantisation or draft model is given); its ``--decode-concurrency`` and ``--prompt-concurrency`` are set to the
 largest stream count, as mlxd's ``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
 the test suite.
@@ -47,7 +47,7 @@ from bench.client import async_client, complete, concurrent_round, eos_bias, str
 from bench.common import BIN, ROOT, Prompts, Server, free_port  # noqa: E402
 from mlxd.engine.blas import find_openblas  # noqa: E402  (imports no mlx)
 
-SERVERS = ("mlxd", "mlx_lm", "mlx_lm+openblas")
+SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas")
 
 # The one-stream reference in a process of its own that stays up between turns, one line in (tokens) and one out
 # (decode tokens/s); bench_engine preloads OpenBLAS as mlxd does.
@@ -97,9 +97,11 @@ class Reference:
 def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_dir: Path) -> tuple[Server, str]:
     """The server process for ``kind`` and a description of the BLAS it will use."""
     log = log_dir / f"{kind}.log"
-    if kind == "mlxd":
+    if kind.startswith("mlxd"):
         argv = [str(BIN / "mlxd-server"), "-m", str(checkpoint), "--host", "127.0.0.1", "--port", "0",
                 "--parallel", str(streams), "--ctx-size", str(streams * ctx_slot), "--admin-listen", "off"]
+        if kind == "mlxd+affinity-off":  # the worker's threads left to the kernel's placement
+            argv += ["--worker-affinity", "off"]
         return Server(kind, argv, log), "from its startup log"
     port = free_port()
     argv = [sys.executable, "-m", "mlx_lm.server", "--model", str(checkpoint), "--host", "127.0.0.1",
@@ -302,8 +304,9 @@ def main(argv: list[str]) -> int:
                 return await measure(clients, reference, args, prompts, bias)
 
         turns = asyncio.run(run())
-        blas_used["mlxd"] = next((ln.split(": ", 1)[1] for ln in servers["mlxd"].log().splitlines()
-                                  if "cpu-blas" in ln), "?")
+        for kind in (k for k in servers if k.startswith("mlxd")):
+            blas_used[kind] = next((ln.split(": ", 1)[1] for ln in servers[kind].log().splitlines()
+                                    if "cpu-blas" in ln), "?")
         results = {k: dict(figures(turns, k, args.tokens), peak_rss_mib=s.peak_rss_mib(), ready_s=ready_s[k])
                    for k, s in servers.items()}
     report = {

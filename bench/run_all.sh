@@ -19,16 +19,25 @@ for preset in ${BENCH_PRESETS:-tiny small}; do
     echo "== $preset: engine (in-process)" >&2
     $PY bench/bench_engine.py "$m" --tokens 128 --repeat 3 | tee "$OUT/engine-$preset.json"
     echo "== $preset: HTTP, mlxd-server against mlx_lm.server" >&2
-    servers=mlxd,mlx_lm,mlx_lm+openblas
-    # With mlx's bundled BLAS, mlx_lm.server is 3 to 10 times slower on small: fully measured on tiny only,
-    # and on small by the short probe below.
-    [ "$preset" = tiny ] || servers=mlxd,mlx_lm+openblas
-    $PY bench/bench_http.py "$m" --tokens 128 --repeat 5 --servers "$servers" \
-        --out "$OUT/http-$preset.json" | tee "$OUT/http-$preset.md"
+    case "$preset" in
+        tiny) args=(--tokens 128 --repeat 5 --servers mlxd,mlx_lm,mlx_lm+openblas) ;;
+        # The long run: 3 GB of float32 weights decode at about 9 tok/s here.
+        qwen3-0.6b) args=(--streams 1,8 --tokens 32 --repeat 3 --prefix 256 --servers mlxd,mlx_lm+openblas) ;;
+        # With mlx's bundled BLAS, mlx_lm.server is 3 to 30 times slower on small: measured apart, below.
+        *) args=(--tokens 128 --repeat 5 --servers mlxd,mlx_lm+openblas) ;;
+    esac
+    $PY bench/bench_http.py "$m" "${args[@]}" --out "$OUT/http-$preset.json" | tee "$OUT/http-$preset.md"
 done
 
-echo "== small: mlx_lm.server with mlx's bundled BLAS, a short probe" >&2
-$PY bench/bench_http.py "$MODELS/small" --streams 1,8 --tokens 32 --repeat 3 --prefix 256 \
+for preset in tiny small; do
+    echo "== $preset: --worker-affinity auto against off" >&2
+    $PY bench/bench_http.py "$MODELS/$preset" --streams 1,8 --tokens 128 --repeat 5 --prefix 128 \
+        --servers mlxd,mlxd+affinity-off,mlx_lm+openblas --out "$OUT/http-$preset-affinity.json" \
+        | tee "$OUT/http-$preset-affinity.md"
+done
+
+echo "== small: mlx_lm.server with mlx's bundled BLAS, 8 streams" >&2
+$PY bench/bench_http.py "$MODELS/small" --streams 8 --tokens 128 --repeat 3 --prefix 256 \
     --out "$OUT/http-small-bundled.json" | tee "$OUT/http-small-bundled.md"
 
 echo "== small: constrained decode" >&2
