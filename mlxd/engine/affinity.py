@@ -5,9 +5,10 @@ and the worker sleeps and wakes on that thread's progress (mlx's scheduler keeps
 few hundred hand-offs per decode step. When the two threads sit on different CPUs each hand-off is a cross-CPU
 wake-up, which costs far more than the work on a virtual machine, and a worker woken onto the CPU where an OpenBLAS
 helper thread is computing its half of a matrix product stalls that product. Measured on 2 vCPUs, one stream:
-tiny decodes at about 580 tokens/s with the threads left to the kernel's placement and 1100 to 1200 when pinned
-together; small at 49 to 66 unpinned (run to run) and 64 to 67 pinned. The stream thread inherits the affinity of
-the thread that creates it, so pinning the worker before it makes its stream pins both.
+tiny decodes at 600 to 770 tokens/s in the kernel's bad placements and 1100 to 1200 pinned, in every turn. The
+price is the overlap of the worker's Python work with the computation, which the best unpinned placement keeps
+(tiny 1330 tokens/s; docs/benchmarks.md, section 1). The stream thread inherits the affinity of the thread that
+creates it, so pinning the worker before it makes its stream pins both.
 """
 
 from __future__ import annotations
