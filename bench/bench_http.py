@@ -19,9 +19,10 @@ Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s
 at each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the
 same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
 (mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
-``--cpu-blas auto`` loads; ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``. mlx_lm.server's continuous batching is on (the default whenever no seed, KV
-quantisation or draft model is given); its ``--decode-concurrency`` and ``--prompt-concurrency`` are set to the
-largest stream count, as mlxd's ``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
+``--cpu-blas auto`` loads; ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``. mlx_lm.server's
+continuous batching is on (the default whenever no seed, KV quantisation or draft model is given); its
+``--decode-concurrency`` and ``--prompt-concurrency`` are set to the largest stream count, as mlxd's
+``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
 the test suite.
 """
 

@@ -3,8 +3,9 @@
 ``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
 (``on_request(route)``) and each finished generation (``on_final(final_event)``); a batched decode step may be
 reported with ``on_decode(n_busy_slots)``. The load gauges are read from the worker at scrape time. The two
-throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here rather than by ``generate_latest`` because
-prometheus-client renames counters to ``*_total`` and b10621 has one that is not (``llamacpp:n_tokens_max``).
+throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here
+rather than by ``generate_latest`` because prometheus-client renames counters to ``*_total`` and b10621 has one
+that is not (``llamacpp:n_tokens_max``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ LLAMACPP_FAMILIES: tuple[tuple[str, str, str], ...] = (
      "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"),
     ("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)"),
     ("spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated"),
-    ("spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model"),
+    ("spec_decode_num_accepted_tokens_total", "counter",
+     "Speculative: Total draft tokens accepted by the target model"),
     ("spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps"),
     ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s"),
     ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s"),

@@ -62,7 +62,8 @@ def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode:
         shown = f"[{bound_host}]" if family == socket.AF_INET6 else bound_host
         return Listener(sock, f"{scheme}://{shown}:{bound_port}")
     except OSError as exc:
-        raise ConfigError([ConfigProblem(option, None, f"cannot listen: {exc.strerror or exc}", f"{host}:{port}")]) from exc
+        problem = ConfigProblem(option, None, f"cannot listen: {exc.strerror or exc}", f"{host}:{port}")
+        raise ConfigError([problem]) from exc
 
 
 def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
@@ -71,10 +72,12 @@ def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext |
         return None
     if not (cert_file and key_file):
         missing = "ssl-key-file" if cert_file else "ssl-cert-file"
-        raise ConfigError([ConfigProblem(missing, None, "both --ssl-cert-file and --ssl-key-file are required for TLS")])
+        raise ConfigError([ConfigProblem(missing, None,
+                                         "both --ssl-cert-file and --ssl-key-file are required for TLS")])
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(cert_file, key_file)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError([ConfigProblem("ssl-cert-file", None, f"cannot load certificate/key: {exc}", cert_file)]) from exc
+        problem = ConfigProblem("ssl-cert-file", None, f"cannot load certificate/key: {exc}", cert_file)
+        raise ConfigError([problem]) from exc
     return context

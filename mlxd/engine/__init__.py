@@ -1,1 +1,2 @@
-"""MLX inference: loading, synthetic checkpoints, the model worker and batch scheduler, sampling, prompt cache, slots."""
+"""MLX inference: loading, synthetic checkpoints, the model worker and batch scheduler, sampling, prompt cache,
+slots."""

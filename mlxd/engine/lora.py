@@ -38,7 +38,8 @@ class AdapterSpec:
     scale: float = 1.0
 
 
-def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[str], init_without_apply: bool = False) -> list[AdapterSpec]:
+def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[str],
+                  init_without_apply: bool = False) -> list[AdapterSpec]:
     """The adapters of ``--lora`` (scale 1) then ``--lora-scaled FNAME:SCALE``; all at 0 with
     ``--lora-init-without-apply`` (applied later through ``POST /lora-adapters``)."""
     specs = [AdapterSpec(str(p)) for p in lora if str(p)]

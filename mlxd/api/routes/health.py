@@ -1,4 +1,5 @@
-"""``GET /health`` and ``GET /v1/health``: 200 ``{"status": "ok"}`` once a model serves (the gate answers 503 before)."""
+"""``GET /health`` and ``GET /v1/health``: 200 ``{"status": "ok"}`` once a model serves (the gate answers 503
+before)."""
 
 from __future__ import annotations
 
