@@ -16,9 +16,12 @@ def allowed_cpus(pid: int) -> list[str]:
     """Each thread's ``Cpus_allowed_list`` from /proc."""
     lists = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        for line in (task / "status").read_text().splitlines():
-            if line.startswith("Cpus_allowed_list:"):
-                lists.append(line.split(":", 1)[1].strip())
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        lists += [line.split(":", 1)[1].strip() for line in status.splitlines()
+                  if line.startswith("Cpus_allowed_list:")]
     return lists
 
 
