@@ -51,9 +51,9 @@ def anthropic_error_frame(exc: BaseException) -> str:
     return event("error", {"type": "error", "error": {"type": body["type"], "message": body["message"]}})
 
 
-def ping_interval(config: Any) -> float | None:
-    """``--sse-ping-interval`` in seconds, or None when pings are off (-1, 0)."""
-    seconds = getattr(config, "sse_ping_interval", 30)
+def ping_interval(settings: Any) -> float | None:
+    """``sse_ping_interval`` of a Config or of a request's options, in seconds; None when pings are off (-1, 0)."""
+    seconds = getattr(settings, "sse_ping_interval", 30)
     return float(seconds) if seconds and seconds > 0 else None
 
 

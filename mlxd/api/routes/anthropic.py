@@ -55,8 +55,7 @@ async def messages(request: Request):
                 yield "".join(sse.event(name, data) for name, data in out)
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  on_error=sse.anthropic_error_frame,
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+                                  on_error=sse.anthropic_error_frame, ping=sse.ping_interval(p.opts))
 
 
 @bp.post("/v1/messages/count_tokens")

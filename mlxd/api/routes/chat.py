@@ -112,8 +112,7 @@ async def chat_completions(request: Request):
                 yield sse.data(out)
         yield sse.DONE
 
-    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
 
 
 @bp.post("/chat/completions/input_tokens")

@@ -79,8 +79,7 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
                                               post_sampling=p.post_sampling, timings=job.running_timings()))
 
-    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
     return None
 
 
@@ -148,5 +147,4 @@ async def completions_oai(request: Request):
                 yield sse.data(oai.text_chunk(env, choice, timings))
         yield sse.DONE
 
-    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))

@@ -57,8 +57,7 @@ async def responses(request: Request):
             if out:
                 yield "".join(sse.event(name, data) for name, data in out)
 
-    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
-                                  ping=p.opts.sse_ping_interval if p.opts.sse_ping_interval > 0 else None)
+    await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
 
 
 @bp.post("/v1/responses/input_tokens")
