@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServedModel
 
 # b10621 prints the slot's prompt and generated text on /slots only when this variable is set.
 SLOTS_DEBUG_ENV = "LLAMA_SERVER_SLOTS_DEBUG"
@@ -25,13 +25,14 @@ def slot_entries(model: ServedModel, debug: bool | None = None) -> list[dict[str
     return entries
 
 
-def n_ctx_slot(state: ServingState, model: ServedModel) -> int:
+def n_ctx_slot(model: ServedModel) -> int:
     """The context each slot gets (b10621's ``n_ctx_slot``)."""
-    slots = slot_entries(model, debug=False)
-    if slots:
-        return int(slots[0]["n_ctx"])
-    ctx = int(getattr(state.config, "ctx_size", 0) or 0)
-    return ctx or model.loaded.n_ctx_train
+    return int(model.worker.n_ctx_slot)
+
+
+def n_slots(model: ServedModel) -> int:
+    """How many slots the model's worker has (``--parallel``, resolved)."""
+    return int(model.worker.settings.n_parallel)
 
 
 def ftype(model: ServedModel) -> str:

@@ -27,7 +27,7 @@ def models_body(state: ServingState, model: ServedModel) -> dict[str, Any]:
     kind = ftype(model)
     meta = ModelMeta(
         n_vocab=loaded.vocab_size,
-        n_ctx=n_ctx_slot(state, model),
+        n_ctx=n_ctx_slot(model),
         n_ctx_train=loaded.n_ctx_train,
         n_embd=n_embd(model),
         n_params=loaded.n_params,

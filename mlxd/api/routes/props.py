@@ -11,7 +11,7 @@ from mlxd import __version__
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.api.model_facts import ftype, n_ctx_slot, slot_entries
+from mlxd.api.model_facts import ftype, n_ctx_slot, n_slots
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.errors import NotSupported
 from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Props, PropsUpdate, Success
@@ -81,9 +81,9 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
     source = template.source if template is not None else ""
     props = Props(
         default_generation_settings=DefaultGenerationSettings(
-            params=default_params(state, model), n_ctx=n_ctx_slot(state, model)
+            params=default_params(state, model), n_ctx=n_ctx_slot(model)
         ),
-        total_slots=len(slot_entries(model, debug=False)),
+        total_slots=n_slots(model),
         model_alias=model.name,
         model_ftype=ftype(model),
         model_path=str(model.loaded.path),

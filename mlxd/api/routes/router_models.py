@@ -114,9 +114,9 @@ def preset_text(model: ModelResolved) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _meta(state: ServingState, served: Any) -> dict[str, Any]:
+def _meta(served: Any) -> dict[str, Any]:
     loaded = served.loaded
-    return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": n_ctx_slot(state, served),
+    return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": n_ctx_slot(served),
             "n_ctx_train": loaded.n_ctx_train, "n_embd": n_embd(served), "n_params": loaded.n_params,
             "size": loaded.size_bytes, "ftype": ftype(served)}
 
@@ -138,7 +138,7 @@ def inventory(state: ServingState) -> dict[str, Any]:
             "source": _SOURCE.get(model.source, model.source), "can_remove": False,
         }
         if entry.state == "loaded" and entry.served is not None:
-            item["meta"] = _meta(state, entry.served)
+            item["meta"] = _meta(entry.served)
         data.append(item)
     return {"data": data, "object": "list"}
 

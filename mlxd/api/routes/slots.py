@@ -16,7 +16,7 @@ from sanic import Blueprint, HTTPResponse, Request
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.api.model_facts import slot_entries
+from mlxd.api.model_facts import n_slots, slot_entries
 from mlxd.api.slot_files import slot_file, write_atomically
 from mlxd.errors import InvalidRequest, NotSupported, Unavailable
 from mlxd.schemas.slots import RestoreTimings, SaveTimings, SlotErased, SlotFileRequest, SlotRestored, SlotSaved
@@ -51,7 +51,7 @@ async def post_slot(request: Request, id_slot: str) -> HTTPResponse:
     except ValueError:
         raise InvalidRequest("Invalid slot ID") from None
     model = served_model(request)
-    if not 0 <= slot_id < len(slot_entries(model, debug=False)):
+    if not 0 <= slot_id < n_slots(model):
         raise InvalidRequest("Invalid slot ID")
     action = request.args.get("action", "")
     worker = model.worker
