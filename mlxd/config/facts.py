@@ -298,7 +298,7 @@ MLXD_HELP = {
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
-                       "CPU the worker starts on; off: leave their placement to the kernel",
+                       "CPU the worker starts on, under the batch scheduling policy; off: leave both to the kernel",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight generations",
 }
 

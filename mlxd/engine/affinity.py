@@ -1,14 +1,20 @@
-"""Keeping a model worker and the MLX stream thread it drives on one CPU (``--worker-affinity auto``).
+"""Keeping a model worker and the MLX stream thread it drives on one CPU, taking turns (``--worker-affinity auto``).
 
 On the CPU device every operation a step builds is handed from the worker thread to the thread of its MLX stream,
 and the worker sleeps and wakes on that thread's progress (mlx's scheduler keeps at most a few tasks in flight): a
-few hundred hand-offs per decode step. When the two threads sit on different CPUs each hand-off is a cross-CPU
-wake-up, which costs far more than the work on a virtual machine, and a worker woken onto the CPU where an OpenBLAS
-helper thread is computing its half of a matrix product stalls that product. Measured on 2 vCPUs, one stream:
-tiny decodes at 600 to 770 tokens/s in the kernel's bad placements and 1100 to 1200 pinned, in every turn. The
-price is the overlap of the worker's Python work with the computation, which the best unpinned placement keeps
-(tiny 1330 tokens/s; docs/benchmarks.md, section 1). The stream thread inherits the affinity of the thread that
-creates it, so pinning the worker before it makes its stream pins both.
+few hundred hand-offs per decode step. Two things make those hand-offs cheap:
+
+- One CPU for both. When the two threads sit on different CPUs each hand-off is a cross-CPU wake-up, which costs
+  far more than the work on a virtual machine, and a worker woken onto the CPU where an OpenBLAS helper thread is
+  computing its half of a matrix product stalls that product. The kernel's placement changes from minute to
+  minute, so an unpinned process decodes tiny at 600 to 770 or at 1300 to 1450 tokens/s on 2 vCPUs.
+- Linux's batch scheduling policy for both. A thread woken under the normal policy preempts the one running, so
+  on one CPU every hand-off was two context switches, and the pinned pair paid them instead of the wake-ups
+  (1100 to 1200 tokens/s). A woken ``SCHED_BATCH`` thread waits until the running one blocks or its time slice
+  ends: the worker queues a run of operations, then the stream thread computes them in one go (1850 to 1900).
+
+Figures: docs/benchmarks.md, section 1. Both settings are inherited by the threads a thread starts, so setting
+them on the worker before it makes its stream covers both threads, and only those.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
+from typing import NamedTuple
 
 import mlx.core as mx
 
@@ -31,9 +38,17 @@ def current_cpu() -> int | None:
     return cpu if cpu >= 0 else None
 
 
-def pin_current_thread() -> int | None:
-    """Pin the calling thread to the CPU it runs on, when that helps (Linux, MLX on the CPU device, more than one
-    CPU allowed); return the CPU, or None when the thread was left as it was."""
+class Placement(NamedTuple):
+    """Where a worker keeps itself: its CPU, and whether the batch policy could be set (a seccomp filter may
+    refuse it)."""
+
+    cpu: int
+    batch_policy: bool
+
+
+def keep_on_one_cpu() -> Placement | None:
+    """Pin the calling thread to the CPU it runs on and give it the batch scheduling policy, when that helps
+    (Linux, MLX on the CPU device, more than one CPU allowed); None when the thread was left as it was."""
     if not sys.platform.startswith("linux") or mx.default_device() != mx.cpu:
         return None
     allowed = os.sched_getaffinity(0)
@@ -42,5 +57,13 @@ def pin_current_thread() -> int | None:
     cpu = current_cpu()
     if cpu is None or cpu not in allowed:
         cpu = max(allowed)
-    os.sched_setaffinity(0, {cpu})  # 0: the calling thread, for Linux's sched_setaffinity
-    return cpu
+    # 0 is the calling thread for both of Linux's calls; the batch policy needs no privilege.
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except OSError:
+        return None
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except OSError:
+        return Placement(cpu, batch_policy=False)
+    return Placement(cpu, batch_policy=True)

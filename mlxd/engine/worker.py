@@ -20,7 +20,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine import context_shift, embed, slot_state
-from mlxd.engine.affinity import pin_current_thread
+from mlxd.engine.affinity import keep_on_one_cpu
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.lora import LoraSet
@@ -295,10 +295,11 @@ class ModelWorker:
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        # Pinned before the stream below exists, so that the stream's thread inherits the pin (engine.affinity).
-        cpu = pin_current_thread() if self.settings.pin_cpu else None
-        if cpu is not None:
-            log.info("model worker pinned to CPU %d with its MLX stream thread (--worker-affinity auto)", cpu)
+        # Before the stream below exists, so that the stream's thread inherits the pin and policy (engine.affinity).
+        placement = keep_on_one_cpu() if self.settings.pin_cpu else None
+        if placement is not None:
+            log.info("model worker pinned to CPU %d with its MLX stream thread, %s (--worker-affinity auto)",
+                     placement.cpu, "batch scheduling" if placement.batch_policy else "normal scheduling (refused)")
         # A thread-local stream, as mlx_lm's generation stream, released when the thread ends (engine.threads).
         try:
             with mx.stream(mx.new_thread_local_stream(mx.default_device())):

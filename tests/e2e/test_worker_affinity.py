@@ -1,4 +1,5 @@
-"""--worker-affinity: the daemon's model worker and its MLX stream thread share one CPU, or are left alone."""
+"""--worker-affinity: the daemon's model worker and its MLX stream thread share one CPU under the batch scheduling
+policy, or are left alone."""
 
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ import mlx.core as mx
 PINS = sys.platform.startswith("linux") and mx.default_device() == mx.cpu and len(os.sched_getaffinity(0)) > 1
 
 
-def allowed_cpus(pid: int) -> list[str]:
-    """Each thread's ``Cpus_allowed_list`` from /proc."""
-    lists = []
+def threads(pid: int) -> list[tuple[str, int]]:
+    """Each thread's ``Cpus_allowed_list`` and scheduling policy (``os.SCHED_*``), from /proc."""
+    found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            status = (task / "status").read_text()
-        except FileNotFoundError:  # a thread that ended meanwhile
+            status, stat = (task / "status").read_text(), (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
             continue
-        lists += [line.split(":", 1)[1].strip() for line in status.splitlines()
-                  if line.startswith("Cpus_allowed_list:")]
-    return lists
+        allowed = next(line.split(":", 1)[1].strip() for line in status.splitlines()
+                       if line.startswith("Cpus_allowed_list:"))
+        policy = int(stat.rsplit(")", 1)[1].split()[38])  # field 41 of proc_pid_stat(5), after "pid (comm)"
+        found.append((allowed, policy))
+    return found
 
 
 def generate(server) -> None:
@@ -31,21 +34,24 @@ def generate(server) -> None:
         assert client.post("/completion", json={"prompt": "Hello", "n_predict": 4}).status_code == 200
 
 
-def test_auto_pins_the_worker_with_its_stream_thread(start_server) -> None:
+def test_auto_pins_the_worker_with_its_stream_thread_under_batch_scheduling(start_server) -> None:
     server = start_server()  # --worker-affinity auto is the default
     generate(server)
-    pinned = re.search(r"model worker pinned to CPU (\d+) with its MLX stream thread", server.log())
+    pinned = re.search(r"model worker pinned to CPU (\d+) with its MLX stream thread, batch scheduling", server.log())
     if not PINS:
         assert pinned is None
         return
     assert pinned, server.log()
-    lists = allowed_cpus(server.process.pid)
-    assert lists.count(pinned.group(1)) >= 2, lists  # the worker and the stream thread it made
-    assert len(set(lists)) == 2, lists  # every other thread keeps the process's CPUs
+    found = threads(server.process.pid)
+    pair = [policy for allowed, policy in found if allowed == pinned.group(1)]
+    assert len(pair) >= 2 and set(pair) == {os.SCHED_BATCH}, found  # the worker and the stream thread it made
+    others = {(allowed, policy) for allowed, policy in found if allowed != pinned.group(1)}
+    assert len(others) == 1 and others.pop()[1] == os.SCHED_OTHER, found  # every other thread as it was
 
 
 def test_off_leaves_every_thread_on_the_process_cpus(start_server) -> None:
     server = start_server("--worker-affinity", "off")
     generate(server)
     assert "pinned to CPU" not in server.log()
-    assert len(set(allowed_cpus(server.process.pid))) == 1
+    found = set(threads(server.process.pid))
+    assert len(found) == 1 and found.pop()[1] == os.SCHED_OTHER, found
