@@ -30,6 +30,9 @@ for preset in ${BENCH_PRESETS:-tiny small}; do
 done
 
 for preset in tiny small; do
+    echo "== $preset: thread placement, on mlx-lm's own loop" >&2
+    $PY bench/bench_placement.py "$MODELS/$preset" --tokens 128 --repeat 7 --out "$OUT/placement-$preset.json" \
+        | tee "$OUT/placement-$preset.md"
     echo "== $preset: --worker-affinity auto against off" >&2
     $PY bench/bench_http.py "$MODELS/$preset" --streams 1,8 --tokens 128 --repeat 5 --prefix 128 \
         --servers mlxd,mlxd+affinity-off,mlx_lm+openblas --out "$OUT/http-$preset-affinity.json" \
