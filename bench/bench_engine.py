@@ -54,6 +54,33 @@ def mlx_lm_one_stream(loaded: Any, prompt: list[int], n: int) -> tuple[float, fl
     return last.prompt_tps, last.generation_tps
 
 
+def scheduler_one_stream(loaded: Any, prompt: list[int], n: int) -> float:
+    """Decode tokens/s of mlxd's scheduler stepped by hand on the calling thread, on mlx-lm's generation stream:
+    the worker's per-step work without its thread, queue or events, for a like-for-like with ``stream_generate``."""
+    from mlx_lm.generate import generation_stream
+
+    from mlxd.engine.detokenize import fast_decoder
+    from mlxd.engine.handle import RequestHandle
+    from mlxd.engine.samplers import ChainSampling, TokenizerVocab
+    from mlxd.engine.scheduler import Scheduler
+
+    settings = WorkerSettings(ctx_size=len(prompt) + n + 16, parallel=1)
+    n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)
+    vocab = TokenizerVocab(loaded.tokenizer, loaded.vocab_size, loaded.eos_token_ids)
+    with mx.stream(generation_stream):
+        scheduler = Scheduler(loaded.model, fast_decoder(loaded.tokenizer), set(loaded.eos_token_ids),
+                              loaded.vocab_size, settings, n_ctx, ChainSampling(vocab, n_ctx))
+        request = GenerationRequest(prompt_tokens=prompt, sampling=GREEDY, n_predict=n, cache_prompt=False)
+        scheduler.add(RequestHandle(request, 1, lambda handle: None))
+        while not len(scheduler.batch):  # the prompt, up to the first token
+            scheduler.step()
+        t0, steps = time.perf_counter(), 0
+        while len(scheduler.batch):
+            scheduler.step()
+            steps += 1
+        return steps / (time.perf_counter() - t0)
+
+
 def worker_one_stream(worker: ModelWorker, prompt: list[int], n: int) -> tuple[float, float]:
     """(prefill tokens/s, decode tokens/s after the first token) through the worker."""
     handle = worker.submit(GenerationRequest(prompt_tokens=prompt, sampling=GREEDY, n_predict=n, cache_prompt=False))

@@ -1,5 +1,5 @@
 """Thread placement on mlx's CPU device, measured on mlx-lm's own decode loop: ``mlx_lm.stream_generate`` run on a
-thread placed three ways, side by side.
+thread placed three ways, side by side, and mlxd's scheduler stepped by hand on the same thread.
 
     .venv/bin/python bench/bench_placement.py CHECKPOINT [--tokens 256] [--repeat 7] [--out FILE.json]
 
@@ -9,8 +9,10 @@ thread placed three ways, side by side.
   with ``--worker-affinity auto`` (``mlxd.engine.affinity.keep_on_one_cpu``).
 
 Each placement decodes in a process of its own that stays loaded, and the three take turns (0.3 s apart), so that
-each turn meets the same moment's load; a figure is the median of its turns. OpenBLAS is preloaded as mlxd does.
-Linux only. Prints a markdown table; the JSON keeps every turn. Not part of the test suite.
+each turn meets the same moment's load; a figure is the median of its turns. In each turn the placed thread also
+steps mlxd's scheduler through the same request (``bench_engine.scheduler_one_stream``, on the same MLX stream), so
+the two loops are compared on one thread, one placement, one moment. OpenBLAS is preloaded as mlxd does. Linux
+only. Prints a markdown table; the JSON keeps every turn. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from bench.common import ROOT  # noqa: E402
 
 PLACEMENTS = ("kernel", "pinned", "pinned+batch")
 
-# One placement's process: a thread placed as asked loads nothing itself (the model is shared, read-only), decodes
-# one request per line in (tokens) and prints its decode tokens/s. mlx-lm's generation stream is thread-local, so
+# One placement's process: a thread placed as asked decodes one request per line in (tokens), with stream_generate
+# and then with mlxd's scheduler, and prints both decode tokens/s. mlx-lm's generation stream is thread-local, so
 # the thread's first generation makes the stream, and its MLX thread, after the placement is set.
 DECODER = """
 import json, os, queue, sys, threading
@@ -50,9 +52,11 @@ def decode():
     elif placement == "pinned+batch":
         assert affinity.keep_on_one_cpu() is not None, "no pin here: Linux, MLX on the CPU, 2 CPUs or more"
     e.mlx_lm_one_stream(loaded, prompt, 16)
+    e.scheduler_one_stream(loaded, prompt, 16)
     print("ready", flush=True)
     while (n := asked.get()) is not None:
-        print(json.dumps(e.mlx_lm_one_stream(loaded, prompt, n)[1]), flush=True)
+        reference = e.mlx_lm_one_stream(loaded, prompt, n)[1]
+        print(json.dumps([reference, e.scheduler_one_stream(loaded, prompt, n)]), flush=True)
     release_streams()  # the thread's MLX stream ends with it, not at interpreter exit
 
 thread = threading.Thread(target=decode)
@@ -79,11 +83,13 @@ class Decoder:
         assert self.process.stdout is not None
         return self.process.stdout.readline().strip()
 
-    def decode_tps(self, tokens: int) -> float:
+    def decode_tps(self, tokens: int) -> tuple[float, float]:
+        """One turn: (``stream_generate``'s, the scheduler's) decode tokens/s."""
         assert self.process.stdin is not None
         self.process.stdin.write(f"{tokens}\n")
         self.process.stdin.flush()
-        return float(self._line())
+        reference, scheduler = json.loads(self._line())
+        return float(reference), float(scheduler)
 
     def close(self) -> None:
         if self.process.stdin is not None:
@@ -102,7 +108,7 @@ def main() -> None:
         raise SystemExit("bench_placement: thread placement is Linux's (sched_setaffinity, SCHED_BATCH)")
 
     decoders = {placement: Decoder(args.checkpoint, placement) for placement in PLACEMENTS}
-    turns: dict[str, list[float]] = {placement: [] for placement in PLACEMENTS}
+    turns: dict[str, list[tuple[float, float]]] = {placement: [] for placement in PLACEMENTS}
     try:
         for _ in range(args.repeat):
             for placement, decoder in decoders.items():
@@ -112,13 +118,21 @@ def main() -> None:
         for decoder in decoders.values():
             decoder.close()
 
-    medians = {placement: statistics.median(values) for placement, values in turns.items()}
-    print(f"| `stream_generate` decode tok/s, {args.tokens} tokens, median of {args.repeat} turns | "
-          + " | ".join(PLACEMENTS) + " |")
+    reference = {p: statistics.median(t[0] for t in turns[p]) for p in PLACEMENTS}
+    scheduler = {p: statistics.median(t[1] for t in turns[p]) for p in PLACEMENTS}
+    ratio = {p: statistics.median(t[1] / t[0] for t in turns[p]) for p in PLACEMENTS}
+    medians = {"stream_generate": reference, "scheduler": scheduler, "scheduler_over_stream_generate": ratio}
+
+    def row(label: str, cells: list[str]) -> None:
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+    row(f"decode tok/s, {args.tokens} tokens, median of {args.repeat} turns", list(PLACEMENTS))
     print("|---|" + "---|" * len(PLACEMENTS))
-    print("| median | " + " | ".join(f"{medians[p]:.4g}" for p in PLACEMENTS) + " |")
-    print("| / kernel | " + " | ".join(f"{medians[p] / medians['kernel']:.2f}" for p in PLACEMENTS) + " |")
-    print("| turns | " + " | ".join(", ".join(f"{v:.0f}" for v in turns[p]) for p in PLACEMENTS) + " |")
+    row("`stream_generate`", [f"{reference[p]:.4g}" for p in PLACEMENTS])
+    row("  / kernel", [f"{reference[p] / reference['kernel']:.2f}" for p in PLACEMENTS])
+    row("  turns", [", ".join(f"{t[0]:.0f}" for t in turns[p]) for p in PLACEMENTS])
+    row("mlxd scheduler, same thread", [f"{scheduler[p]:.4g}" for p in PLACEMENTS])
+    row("  / `stream_generate`, turn by turn", [f"{ratio[p]:.2f}" for p in PLACEMENTS])
     out = args.out or ROOT / ".cache" / "bench-results" / f"placement-{args.checkpoint.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
