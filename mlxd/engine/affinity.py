@@ -11,7 +11,7 @@ few hundred hand-offs per decode step. Two things make those hand-offs cheap:
 - Linux's batch scheduling policy for both. A thread woken under the normal policy preempts the one running, so
   on one CPU every hand-off was two context switches, and the pinned pair paid them instead of the wake-ups
   (1100 to 1200 tokens/s). A woken ``SCHED_BATCH`` thread waits until the running one blocks or its time slice
-  ends: the worker queues a run of operations, then the stream thread computes them in one go (1850 to 1900).
+  ends: the worker queues a run of operations, then the stream thread computes them in one go (1850 to 2000).
 
 Figures: docs/benchmarks.md, section 1. Both settings are inherited by the threads a thread starts, so setting
 them on the worker before it makes its stream covers both threads, and only those.
