@@ -19,7 +19,9 @@ Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s
 at each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the
 same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
 (mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
-``--cpu-blas auto`` loads; ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``. mlx_lm.server's
+``--cpu-blas auto`` loads, with the same idle-thread timeout mlxd gives it (``OPENBLAS_THREAD_TIMEOUT``, see
+``mlxd.engine.blas``); ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``, and ``mlxd+env:NAME=VALUE``
+is mlxd with one more environment variable (``mlxd+env:OPENBLAS_THREAD_TIMEOUT=28``: OpenBLAS's own). mlx_lm.server's
 continuous batching is on (the default whenever no seed, KV quantisation or draft model is given); its
 ``--decode-concurrency`` and ``--prompt-concurrency`` are set to the largest stream count, as mlxd's
 ``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -46,9 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.client import async_client, complete, concurrent_round, eos_bias, stream_completion  # noqa: E402
 from bench.common import BIN, ROOT, Prompts, Server, free_port  # noqa: E402
-from mlxd.engine.blas import find_openblas  # noqa: E402  (imports no mlx)
+from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
 
 SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas")
+ENV_KIND = "mlxd+env:"  # mlxd-server with one more environment variable: mlxd+env:NAME=VALUE
 
 # The one-stream reference in a process of its own that stays up between turns, one line in (tokens) and one out
 # (decode tokens/s); bench_engine preloads OpenBLAS as mlxd does.
@@ -97,13 +101,17 @@ class Reference:
 
 def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_dir: Path) -> tuple[Server, str]:
     """The server process for ``kind`` and a description of the BLAS it will use."""
-    log = log_dir / f"{kind}.log"
+    log = log_dir / f"{re.sub(r'[^A-Za-z0-9+_.-]', '_', kind)}.log"
     if kind.startswith("mlxd"):
         argv = [str(BIN / "mlxd-server"), "-m", str(checkpoint), "--host", "127.0.0.1", "--port", "0",
                 "--parallel", str(streams), "--ctx-size", str(streams * ctx_slot), "--admin-listen", "off"]
         if kind == "mlxd+affinity-off":  # the worker's threads left to the kernel's placement
             argv += ["--worker-affinity", "off"]
-        return Server(kind, argv, log), "from its startup log"
+        server = Server(kind, argv, log)
+        if kind.startswith(ENV_KIND):
+            name, value = kind[len(ENV_KIND):].split("=", 1)
+            server.env[name] = value
+        return server, "from its startup log"
     port = free_port()
     argv = [sys.executable, "-m", "mlx_lm.server", "--model", str(checkpoint), "--host", "127.0.0.1",
             "--port", str(port), "--decode-concurrency", str(streams), "--prompt-concurrency", str(streams),
@@ -115,7 +123,8 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
     if library is None:
         raise SystemExit("mlx_lm+openblas: no system OpenBLAS found")
     server.env["LD_PRELOAD"] = library
-    return server, f"system OpenBLAS via LD_PRELOAD={library}"
+    server.env["OPENBLAS_THREAD_TIMEOUT"] = str(THREAD_TIMEOUT)
+    return server, f"system OpenBLAS via LD_PRELOAD={library}, OPENBLAS_THREAD_TIMEOUT={THREAD_TIMEOUT}"
 
 
 def summary(turns: list[float], higher_is_better: bool) -> dict[str, Any]:
@@ -279,8 +288,9 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     checkpoint = args.checkpoint.resolve()
     kinds = args.servers.split(",")
-    if kinds[0] != "mlxd" or any(k not in SERVERS for k in kinds):
-        ap.error(f"--servers: mlxd first, then any of {', '.join(SERVERS[1:])}")
+    env_kind = re.compile(re.escape(ENV_KIND) + r"\w+=.*")
+    if kinds[0] != "mlxd" or any(k not in SERVERS and not env_kind.fullmatch(k) for k in kinds):
+        ap.error(f"--servers: mlxd first, then any of {', '.join(SERVERS[1:])} or {ENV_KIND}NAME=VALUE")
     max_streams = max(int(s) for s in args.streams.split(","))
     prompts = Prompts(checkpoint)
     bias = eos_bias(checkpoint)

@@ -25,6 +25,14 @@ BlasChoice = Literal["system", "bundled", "platform"]
 
 log = logging.getLogger("mlxd.engine.blas")
 
+# How long an idle OpenBLAS thread spins before it sleeps, as OpenBLAS's OPENBLAS_THREAD_TIMEOUT: 2^20 cycles, about
+# 0.3 ms, where OpenBLAS's default (2^28) spins for about 0.1 s after every threaded product. Under steady decoding a
+# product comes every step, so the default keeps a helper spinning on a CPU without pause (93 % of a vCPU with tiny
+# at 8 streams), where the HTTP server's event loop and the clients need it, and the step then waits for a helper
+# that they preempted. 2^20 still covers the gaps between one step's products. Measured side by side on 2 vCPUs
+# (docs/benchmarks.md, section 1): tiny at 8 and 16 streams +5 to 16 %, small one stream +6 %, nothing slower.
+THREAD_TIMEOUT = 20
+
 # Debian/Ubuntu (pthread and openmp variants, then the alternatives link), Fedora/RHEL, Arch, Alpine.
 _CANDIDATES = (
     "/usr/lib/{arch}-linux-gnu/openblas-pthread/libopenblas.so.0",
@@ -45,11 +53,13 @@ class BlasReport:
     library: str | None
     reason: str
     threads: int | None = None  # OpenBLAS threads when set by ``preload``; None leaves OpenBLAS's own choice
+    thread_timeout: int | None = None  # OPENBLAS_THREAD_TIMEOUT in force (2^N cycles), when mlxd loaded OpenBLAS
 
     def describe(self) -> str:
         """One line for the startup log and ``/props``."""
         where = f" ({self.library}" + (f", {self.threads} threads)" if self.threads else ")") if self.library else ""
-        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}"
+        spin = f"; idle threads sleep after 2^{self.thread_timeout} cycles" if self.thread_timeout else ""
+        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{spin}"
 
 
 _report: BlasReport | None = None
@@ -97,13 +107,25 @@ def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
         return BlasReport(mode, "bundled", None, "no system OpenBLAS found")
     if threads is not None:
         os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
+    # Read by OpenBLAS once, as it loads; an operator's own value wins.
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", str(THREAD_TIMEOUT))
     try:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
         if mode == "system":
             raise EngineError(f"cpu-blas system: cannot load {path}: {exc}") from exc
         return BlasReport(mode, "bundled", None, f"cannot load {path}: {exc}")
-    return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx", threads)
+    return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx", threads, _thread_timeout())
+
+
+def _thread_timeout() -> int | None:
+    """OPENBLAS_THREAD_TIMEOUT as OpenBLAS reads it (a positive integer, clamped to 4..30), or None where OpenBLAS
+    keeps its default."""
+    try:
+        value = int(os.environ["OPENBLAS_THREAD_TIMEOUT"])
+    except (KeyError, ValueError):
+        return None
+    return min(30, max(4, value)) if value > 0 else None
 
 
 def find_openblas() -> str | None:

@@ -36,7 +36,8 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_importing_the_engine_blas_module_leaves_mlx_unimported() -> None:
-    result = _run("import json, sys, mlxd.engine.blas; print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')]))")
+    result = _run("import json, sys, mlxd.engine.blas; "
+                  "print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')]))")
 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == []
@@ -97,11 +98,26 @@ def test_system_mode_refuses_once_mlx_is_imported() -> None:
 @pytest.mark.skipif(blas.find_openblas() is None, reason="no system OpenBLAS on this machine")
 def test_threads_reach_openblas() -> None:
     code = "import os\nfrom mlxd.engine import blas\nr = blas.preload('system', threads=1)\n"
-    code += "print(r.threads, os.environ['OPENBLAS_NUM_THREADS'], r.describe().endswith('1 threads): ' + r.reason))"
+    code += "print(r.threads, os.environ['OPENBLAS_NUM_THREADS'], '1 threads): ' + r.reason in r.describe())"
     result = _run(code)
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["1", "1", "True"]
+
+
+@pytest.mark.skipif(blas.find_openblas() is None, reason="no system OpenBLAS on this machine")
+@pytest.mark.parametrize(("preset", "in_force"), [(None, "20"), ("24", "24")])
+def test_idle_openblas_threads_sleep_soon_unless_the_operator_says(preset: str | None, in_force: str) -> None:
+    code = "import os\n"
+    if preset is not None:
+        code += f"os.environ['OPENBLAS_THREAD_TIMEOUT'] = '{preset}'\n"
+    code += "from mlxd.engine import blas\nr = blas.preload('system')\n"
+    code += "print(os.environ['OPENBLAS_THREAD_TIMEOUT'], r.thread_timeout, r.describe().split('; ')[-1])"
+    result = _run(code)
+
+    assert result.returncode == 0, result.stderr
+    sleep = f"idle threads sleep after 2^{in_force} cycles"
+    assert result.stdout.strip().split(maxsplit=2) == [in_force, in_force, sleep]
 
 
 def test_unknown_mode_is_refused() -> None:
