@@ -39,6 +39,18 @@ for preset in tiny small; do
         | tee "$OUT/http-$preset-affinity.md"
 done
 
+echo "== tiny: one stream, 9 turns (the reference changes placement from run to run)" >&2
+$PY bench/bench_http.py "$MODELS/tiny" --streams 1 --tokens 128 --repeat 9 --prefix 64 \
+    --servers mlxd,mlx_lm+openblas --out "$OUT/http-tiny-one.json" | tee "$OUT/http-tiny-one.md"
+
+echo "== tiny, small: OpenBLAS's idle-thread timeout, mlxd's (2^20 cycles) against OpenBLAS's own (2^28)" >&2
+$PY bench/bench_http.py "$MODELS/tiny" --streams 1,8,16 --tokens 128 --repeat 5 --prefix 64 \
+    --servers mlxd,mlxd+env:OPENBLAS_THREAD_TIMEOUT=28,mlx_lm+openblas --out "$OUT/http-tiny-blas-timeout.json" \
+    | tee "$OUT/http-tiny-blas-timeout.md"
+$PY bench/bench_http.py "$MODELS/small" --streams 1,8 --tokens 128 --repeat 5 --prefix 128 \
+    --servers mlxd,mlxd+env:OPENBLAS_THREAD_TIMEOUT=28,mlx_lm+openblas --out "$OUT/http-small-blas-timeout.json" \
+    | tee "$OUT/http-small-blas-timeout.md"
+
 echo "== small: mlx_lm.server with mlx's bundled BLAS, 8 streams" >&2
 $PY bench/bench_http.py "$MODELS/small" --streams 8 --tokens 128 --repeat 3 --prefix 256 \
     --out "$OUT/http-small-bundled.json" | tee "$OUT/http-small-bundled.md"

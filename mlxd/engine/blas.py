@@ -30,7 +30,7 @@ log = logging.getLogger("mlxd.engine.blas")
 # product comes every step, so the default keeps a helper spinning on a CPU without pause (93 % of a vCPU with tiny
 # at 8 streams), where the HTTP server's event loop and the clients need it, and the step then waits for a helper
 # that they preempted. 2^20 still covers the gaps between one step's products. Measured side by side on 2 vCPUs
-# (docs/benchmarks.md, section 1): tiny at 8 and 16 streams +5 to 16 %, small one stream +6 %, nothing slower.
+# (docs/benchmarks.md, section 1): tiny at 8 and 16 streams 1.07 to 1.30 x, small unchanged within its spread.
 THREAD_TIMEOUT = 20
 
 # Debian/Ubuntu (pthread and openmp variants, then the alternatives link), Fedora/RHEL, Arch, Alpine.
