@@ -56,7 +56,7 @@ class BlasReport:
     thread_timeout: int | None = None  # OPENBLAS_THREAD_TIMEOUT in force (2^N cycles), when mlxd loaded OpenBLAS
 
     def describe(self) -> str:
-        """One line for the startup log and ``/props``."""
+        """One line for the startup log (``/props`` reports ``chosen``)."""
         where = f" ({self.library}" + (f", {self.threads} threads)" if self.threads else ")") if self.library else ""
         spin = f"; idle threads sleep after 2^{self.thread_timeout} cycles" if self.thread_timeout else ""
         return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{spin}"
