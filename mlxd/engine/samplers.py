@@ -38,19 +38,6 @@ class ChainSampling:
         # As upstream, the prompt enters the penalty windows before the first token is drawn.
         return TokenSampler(params, self.vocab, prompt_tokens=request.prompt_tokens, context_size=self.context_size)
 
-    def is_greedy(self, sampler: TokenSampler) -> bool:
-        """A plain argmax of the raw logits: no bias, penalty or DRY edit, and no probabilities to report.
-
-        Such rows are decoded ahead of their host bookkeeping (the device never waits for Python).
-        """
-        return (
-            sampler.is_greedy
-            and sampler.params.n_probs <= 0
-            and not sampler.bias
-            and not sampler.penalties.active
-            and not sampler.dry.enabled
-        )
-
     def greedy_bias(self, sampler: TokenSampler) -> dict[int, float] | None:
         """The logit bias of a sampler that is an argmax of the biased logits and nothing else (no penalty or DRY
         edit, no probabilities to report), else None. Such rows are decoded ahead like plain greedy ones."""
