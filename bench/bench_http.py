@@ -35,7 +35,6 @@ import asyncio
 import json
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.client import async_client, complete, concurrent_round, eos_bias, stream_completion  # noqa: E402
-from bench.common import BIN, ROOT, Prompts, Server, free_port  # noqa: E402
+from bench.common import BIN, PAUSE_S, ROOT, Prompts, ScriptProcess, Server, free_port  # noqa: E402
 from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
 
 SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas")
@@ -69,34 +68,14 @@ for line in sys.stdin:
     print(json.dumps(e.mlx_lm_one_stream(loaded, prompt, int(line))[1]), flush=True)
 """
 
-# Between two turns: long enough for the last process's BLAS threads to stop spinning and go to sleep, so that a
-# turn does not pay for the one before it.
-PAUSE_S = 0.3
-
-
-class Reference:
+class Reference(ScriptProcess):
     """``mlx_lm.stream_generate``'s one-stream decode tokens/s, in-process in its own long-lived process."""
 
     def __init__(self, checkpoint: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", STREAM_GENERATE, str(ROOT), str(checkpoint)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if self._line() != "ready":
-            raise RuntimeError("the stream_generate reference did not start")
-
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline().strip()
+        super().__init__(STREAM_GENERATE, str(ROOT), str(checkpoint), what="the stream_generate reference")
 
     def decode_tps(self, tokens: int) -> float:
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{tokens}\n")
-        self.process.stdin.flush()
-        return float(self._line())
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(30)
+        return float(self.ask(str(tokens)))
 
 
 def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_dir: Path) -> tuple[Server, str]:

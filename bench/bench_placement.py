@@ -20,14 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import ROOT  # noqa: E402
+from bench.common import PAUSE_S, ROOT, ScriptProcess  # noqa: E402
 
 PLACEMENTS = ("kernel", "pinned", "pinned+batch")
 
@@ -67,34 +66,16 @@ asked.put(None)
 thread.join()
 """
 
-PAUSE_S = 0.3  # between turns, as bench_http: the last process's BLAS threads go back to sleep
-
-
-class Decoder:
+class Decoder(ScriptProcess):
     """One placement's long-lived decoding process."""
 
     def __init__(self, checkpoint: Path, placement: str) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", DECODER, str(ROOT), str(checkpoint), placement],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if self._line() != "ready":
-            raise RuntimeError(f"the {placement} decoder did not start")
-
-    def _line(self) -> str:
-        assert self.process.stdout is not None
-        return self.process.stdout.readline().strip()
+        super().__init__(DECODER, str(ROOT), str(checkpoint), placement, what=f"the {placement} decoder")
 
     def decode_tps(self, tokens: int) -> tuple[float, float]:
         """One turn: (``stream_generate``'s, the scheduler's) decode tokens/s."""
-        assert self.process.stdin is not None
-        self.process.stdin.write(f"{tokens}\n")
-        self.process.stdin.flush()
-        reference, scheduler = json.loads(self._line())
+        reference, scheduler = json.loads(self.ask(str(tokens)))
         return float(reference), float(scheduler)
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        self.process.wait(30)
 
 
 def main() -> None:

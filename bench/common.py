@@ -59,6 +59,38 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+# Between two turns: long enough for the last process's BLAS threads to stop spinning and go to sleep, so that a
+# turn does not pay for the one before it.
+PAUSE_S = 0.3
+
+
+class ScriptProcess:
+    """A Python script in a long-lived process of its own that prints ``ready`` once loaded, then answers each line
+    written to it with one line."""
+
+    def __init__(self, script: str, *args: str, what: str = "the script") -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", script, *args],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self._line() != "ready":
+            raise RuntimeError(f"{what} did not start")
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().strip()
+
+    def ask(self, line: str) -> str:
+        """Send one line and return the answer."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(f"{line}\n")
+        self.process.stdin.flush()
+        return self._line()
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(30)
+
+
 @dataclass
 class Server:
     """A server process started for a benchmark: its base URL, log and process."""
