@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import tomllib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sanic import HTTPResponse, Request
 
 from mlxd.admin.app import json_response
 from mlxd.errors import AdminError
 from mlxd.schemas.admin import ChangeResponse
+
+if TYPE_CHECKING:
+    from mlxd.admin.host import AdminController
+    from mlxd.config.change import ChangeResult
 
 
 def json_object(request: Request) -> dict[str, Any]:
@@ -50,7 +54,7 @@ def if_match(request: Request) -> str | None:
     return None if value in (None, "", "*") else value
 
 
-def change_response(result: Any, controller: Any) -> HTTPResponse:
+def change_response(result: "ChangeResult", controller: "AdminController") -> HTTPResponse:
     """A ChangeResult as JSON: 200 when applied (or a no-op, or a clean dry run), 422 ``change_refused`` when the
     change was refused (the running configuration is unchanged)."""
     if result.error is not None:

@@ -4,12 +4,52 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol
 
 from mlxd.schemas.admin import LastErrorView, ModelView, StatusResponse
 
 if TYPE_CHECKING:
     from mlxd.config import Config, ResolvedConfig
+    from mlxd.config.change import ChangeResult, LastError
+
+
+class EventSource(Protocol):
+    def subscribe(self) -> AsyncIterator[dict[str, Any]]: ...
+
+
+class AdminController(Protocol):
+    """The one writer of the serving state as the admin routes reach it (mlxd.daemon.controller.Controller)."""
+
+    resolved: "ResolvedConfig"
+    overrides: dict[str, Any]
+    generation: int
+    last_error: "LastError | None"
+    last_result: str
+    model_states: dict[str, tuple[str, str | None]]
+    lock: asyncio.Lock
+    events: EventSource
+
+    @property
+    def etag(self) -> str: ...
+
+    @property
+    def pending_restart(self) -> tuple[str, ...]: ...
+
+    async def reload(self, trigger: str = ..., *, dry_run: bool = ...) -> "ChangeResult": ...
+
+    async def patch(self, values: Mapping[str, Any], *, trigger: str = ..., dry_run: bool = ...,
+                    if_match: str | None = ...) -> "ChangeResult": ...
+
+    async def replace_overrides(self, values: Mapping[str, Any], *, trigger: str = ..., dry_run: bool = ...,
+                                if_match: str | None = ...) -> "ChangeResult": ...
+
+    def lora_state(self) -> list[dict[str, Any]]: ...
+
+    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> "ChangeResult": ...
+
+    async def load_pool_model(self, name: str, *, trigger: str, wait: bool = ...) -> "ChangeResult": ...
+
+    async def unload_pool_model(self, name: str, *, trigger: str) -> "ChangeResult": ...
 
 
 class AdminHost(Protocol):
@@ -17,8 +57,8 @@ class AdminHost(Protocol):
 
     state: Any  # an enum whose .value is starting | serving | reloading | draining | stopped
     resolved: "ResolvedConfig"  # the startup configuration
-    controller: Any  # mlxd.daemon.controller.Controller, None until the default model is loaded
-    serving: Any  # mlxd.api.state.ServingState
+    controller: AdminController | None  # None until startup begins
+    serving: Any  # mlxd.api.state.ServingState (the admin room does not import the api)
     shutdown: asyncio.Event
 
 

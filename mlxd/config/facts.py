@@ -17,6 +17,9 @@ trailing ``?`` for "may be unset" (None). ``~`` is None, ``[]`` an empty list. A
   admin), ``supported``, ``inert`` (any valid value has no effect under MLX), ``inert=a|b`` (those values are inert,
   others are refused), ``refuse`` (any value but the default is refused), ``removed`` (b10621 itself rejects it),
   ``check=NAME`` (a custom refusal rule in :mod:`mlxd.config.refusals`).
+- ``effect=A,B``: what a change does to a running daemon (:data:`EFFECTS`), where it differs from the default: a
+  ``restart`` row is ``restart``; a row whose values are all inert or refused does nothing (``live``); any other row
+  takes its category's effect (:data:`CATEGORY_EFFECTS`).
 - ``why=KEY``: the refusal reason in :data:`REASONS` (defaults to the option's own entry there, then its category).
 """
 
@@ -49,16 +52,16 @@ keep                    int    0           >=-1
 swa-full                bool   false       refuse why=swa-full
 swa-checkpoints         int    32          >=0 inert=0|32 why=checkpoints
 checkpoint-min-step     int    8192        >=0 inert why=checkpoints
-cache-ram               int    8192        >=-1
-kv-unified              bool?  ~
+cache-ram               int    8192        >=-1 effect=reload
+kv-unified              bool?  ~ effect=reload
 cache-idle-slots        bool   true        inert=true why=cache-idle-slots
-context-shift           bool   false
+context-shift           bool   false effect=reload
 flash-attn              str    auto        {on,off,auto} inert=on|auto
 perf                    bool   false       refuse why=perf
 escape                  bool   true        inert
 reverse-prompt          list   []          append
-special                 bool   false
-warmup                  bool   true
+special                 bool   false effect=reload
+warmup                  bool   true effect=reload
 spm-infill              bool   false
 samplers                str    penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature
 seed                    int    -1
@@ -94,7 +97,7 @@ grammar-file            str?   ~
 json-schema             str?   ~
 json-schema-file        str?   ~
 backend-sampling        bool   false       inert
-pooling                 str?   ~           {none,mean,cls,last,rank}
+pooling                 str?   ~           {none,mean,cls,last,rank} effect=reload
 rope-scaling            str?   ~           {none,linear,yarn}
 rope-scale              float? ~           check=rope
 rope-freq-base          float? ~
@@ -110,8 +113,8 @@ no-host                 bool   false       inert
 cache-type-k            str    f16         dom=ggml_type inert=f16 why=kv-type
 cache-type-v            str    f16         dom=ggml_type inert=f16 why=kv-type
 defrag-thold            float? ~           inert
-parallel                int    -1          >=-1
-cont-batching           bool   true
+parallel                int    -1          >=-1 effect=reload
+cont-batching           bool   true effect=reload
 mmproj                  str?   ~           refuse why=multimodal
 mmproj-url              str?   ~           refuse why=multimodal
 mmproj-auto             bool   true        inert
@@ -141,8 +144,8 @@ fit-ctx                 int    4096        >=0 inert
 check-tensors           bool   false       inert
 override-kv             list   []          split refuse
 op-offload              bool   true        inert
-lora                    list   []          split append
-lora-scaled             list   []          split append
+lora                    list   []          split append effect=adapters
+lora-scaled             list   []          split append effect=adapters
 control-vector          list   []          split append refuse why=control-vector
 control-vector-scaled   list   []          split append refuse why=control-vector
 control-vector-layer-range pair? ~         refuse why=control-vector
@@ -153,7 +156,7 @@ model-url               str?   ~           refuse
 docker-repo             str?   ~           refuse
 hf-repo                 str?   ~           check=hf-repo
 hf-file                 str?   ~           refuse
-hf-token                str?   ~           secret
+hf-token                str?   ~           secret effect=reload,logging
 embd-normalize          int    2           >=-1
 host                    str    127.0.0.1   restart
 port                    int    8080        0..65535 restart
@@ -173,27 +176,27 @@ mcp-servers-config      str?   ~           refuse why=mcp
 mcp-servers-json        str?   ~           refuse why=mcp
 agent                   bool   false       refuse why=agent
 webui                   bool   false       restart refuse why=webui
-embeddings              bool   false
-reranking               bool   false
-api-key                 list   []          split acc secret
-api-key-file            str?   ~
+embeddings              bool   false effect=reload
+reranking               bool   false effect=reload
+api-key                 list   []          split acc secret effect=live,logging
+api-key-file            str?   ~ effect=live,logging
 ssl-key-file            str?   ~           restart
 ssl-cert-file           str?   ~           restart
 chat-template-kwargs    str?   ~           dom=json_object
 timeout                 int    3600        >=0
 sse-ping-interval       int    30
 threads-http            int    -1          >=-1 restart
-cache-prompt            bool   true
+cache-prompt            bool   true effect=reload
 cache-reuse             int    0           >=0         refuse why=cache-reuse
 metrics                 bool   false
 props                   bool   false
 slots                   bool   true
 slot-save-path          str?   ~
 media-path              str?   ~           refuse why=media-path
-models-dir              str?   ~
-models-preset           str?   ~                       supported
-models-max              int    4           >=0         supported
-models-autoload         bool   true                    supported
+models-dir              str?   ~ effect=pool
+models-preset           str?   ~                       supported effect=pool
+models-max              int    4           >=0         supported effect=pool
+models-autoload         bool   true                    supported effect=pool
 jinja                   bool   true        refuse why=jinja
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
 reasoning               str    auto        {on,off,auto}
@@ -201,22 +204,22 @@ reasoning-effort        str    default
 reasoning-budget        int    -1          >=-1
 reasoning-budget-message str?  ~
 reasoning-preserve      bool?  ~           refuse why=reasoning-preserve
-chat-template           str?   ~
-chat-template-file      str?   ~
+chat-template           str?   ~ effect=template
+chat-template-file      str?   ~ effect=template
 skip-chat-parsing       bool   false
 prefill-assistant       bool   true
-slot-prompt-similarity  float  0.1
-lora-init-without-apply bool   false
+slot-prompt-similarity  float  0.1 effect=reload
+lora-init-without-apply bool   false effect=adapters
 sleep-idle-seconds      int    -1          >=-1
-log-disable             bool   false
-log-file                str?   ~
+log-disable             bool   false effect=logging
+log-file                str?   ~ effect=logging
 log-prompts-dir         str?   ~           refuse why=log-prompts-dir
-log-colors              str    auto        {on,off,auto}
-log-verbose             bool   false
+log-colors              str    auto        {on,off,auto} effect=logging
+log-verbose             bool   false effect=logging
 offline                 bool   false
-log-verbosity           int    3
-log-prefix              bool   false
-log-timestamps          bool   false
+log-verbosity           int    3 effect=logging
+log-prefix              bool   false effect=logging
+log-timestamps          bool   false effect=logging
 hf-repo-draft           str?   ~           refuse why=spec
 threads-draft           int    -1          refuse why=spec
 threads-batch-draft     int    -1          refuse why=spec
@@ -274,14 +277,27 @@ vision-gemma-12b-default bool  false       refuse why=builtin-preset
 spec-default            bool   false       refuse why=builtin-preset
 """
 
+# What a change of an option does to a running daemon; the reconcile path executes the union over the changed options.
+EFFECTS: dict[str, str] = {
+    "live": "the next request sees it (sampling defaults, limits, the API surface); nothing is reloaded",
+    "template": "the chat template is read again; the weights stay loaded",
+    "reload": "the model is loaded again: the new one loads before the old one drains, in-flight requests finish",
+    "adapters": "LoRA: new scales apply live to the loaded adapters; another set of adapters reloads the model",
+    "pool": "the router's pool is reconciled: models added, removed or redefined, limits changed",
+    "logging": "logging is set up again (the redaction filter learns new secrets)",
+    "restart": "reported as pending (status, metric, log) until the daemon restarts",
+}
+# The effect of an option whose row names none: the common options configure the model as it is loaded.
+CATEGORY_EFFECTS: dict[str, tuple[str, ...]] = {"common": ("reload",)}
+
 # mlxd's own options: ``name kind type default attribute...`` where kind is ``value`` or ``pair`` (``--x``/``--no-x``).
 # Their env name is MLXD_ + the name in upper case with '_' for '-'.
 MLXD_ROWS = r"""
 config            value str?   ~          restart supported
 admin-listen      value str?   ~          restart
-admin-token-file  value str?   ~          restart
+admin-token-file  value str?   ~          restart effect=restart,logging
 watch-config      pair  bool   false
-model-store-root  value str?   ~
+model-store-root  value str?   ~ effect=reload
 cpu-blas          value str    auto       {auto,system,bundled} restart
 worker-affinity   value str    auto       {auto,off} restart
 shutdown-timeout  value float  30.0       0..86400

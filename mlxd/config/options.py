@@ -72,6 +72,8 @@ class OptionSpec:
     status: str = "active"
     help: str = ""
     placeholder: str | None = None
+    # What a change of the option does to a running daemon (see facts.EFFECTS); every option has at least one.
+    effects: tuple[str, ...] = ("live",)
 
     @property
     def field(self) -> str:
@@ -145,12 +147,29 @@ def _attributes(words: list[str]) -> dict[str, Any]:
             out["check"] = w[6:]
         elif w.startswith("why="):
             why = w[4:]
+        elif w.startswith("effect="):
+            out["effects"] = tuple(w[7:].split(","))
         elif w in TREATMENTS:
             out["treatment"] = w
         else:
             raise ValueError(f"unknown facts attribute {w!r}")
+    unknown = set(out.get("effects", ())) - set(facts.EFFECTS)
+    if unknown:
+        raise ValueError(f"unknown effect {sorted(unknown)}")
     out["_why"] = why
     return out
+
+
+def _effects(attrs: dict[str, Any], category: str) -> tuple[str, ...]:
+    """A row's effects: its own ``effect=`` words, else ``restart`` for a restart option, else nothing to do for an
+    option whose every value is inert or refused, else its category's default (facts.CATEGORY_EFFECTS)."""
+    if "effects" in attrs:
+        return tuple(attrs["effects"])
+    if attrs.get("live") is False:
+        return ("restart",)
+    if attrs.get("treatment") in ("inert", "refuse", "removed"):
+        return ("live",)
+    return facts.CATEGORY_EFFECTS.get(category, ("live",))
 
 
 def _rows(text: str) -> dict[str, list[str]]:
@@ -208,6 +227,7 @@ def _b10621_specs() -> list[OptionSpec]:
         if entry["status"].startswith("removed"):
             treatment = attrs["treatment"] = "removed"
             why = "removed"
+        attrs["effects"] = _effects(attrs, entry["category"])
         reason = None
         if treatment in ("refuse", "removed") or attrs.get("inert_values") or attrs.get("check"):
             reason = _reason(attrs.get("check") or name, why, entry["category"])
@@ -230,6 +250,7 @@ def _mlxd_specs() -> list[OptionSpec]:
         vtype = ValueType(vtype_word.rstrip("?"))
         attrs = _attributes(rest)
         attrs.pop("_why")
+        attrs["effects"] = _effects(attrs, "mlxd")
         env = "MLXD_" + name.upper().replace("-", "_")
         pair = kind_word == "pair"
         specs.append(OptionSpec(

@@ -1,25 +1,28 @@
-"""The one reconcile path (design principle 3).
+"""The one writer of the serving state (design principle 3).
 
-Startup, a file edit, SIGHUP, an admin call and llama-server's management routes all do the same thing: build the
-desired configuration, validate it, diff it against the running one, apply the plan, and commit a new generation.
-If any step fails nothing changes: the running configuration keeps serving and the error is recorded.
+Startup, a file edit, SIGHUP, an admin call, llama-server's management routes (``POST /lora-adapters``,
+``POST /models/load``), idle sleep and wake all do the same thing here, one at a time under one lock: build the
+desired state, validate it, diff it against the running one, apply the plan, and commit a new generation that is
+published on ``/events``. If any step fails nothing changes: the running configuration keeps serving and the error
+is recorded (``last_error``, the log, a ``refused`` event). No other module assigns the serving state
+(tests/unit/test_architecture.py holds every module to that).
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
+import gc
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
 
-from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
+from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, table
+from mlxd.config.change import ChangeResult, LastError
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.notify import Notifier
+from mlxd.daemon.served import adapter_set, lora_overrides, model_label, refresh
 from mlxd.errors import AdminError, MlxdError
 
 if TYPE_CHECKING:
@@ -27,45 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mlxd.daemon.reconcile")
 
-# Options whose change needs the model reloaded (new weights, adapters or a new worker with other slots/context).
-MODEL_OPTIONS = frozenset({
-    "model", "hf-repo", "model-store-root", "offline", "hf-token", "ctx-size", "parallel", "batch-size",
-    "ubatch-size", "cont-batching", "cache-prompt", "cache-ram", "context-shift", "keep", "n-predict", "lora",
-    "lora-scaled", "lora-init-without-apply", "kv-unified",
-})
-TEMPLATE_OPTIONS = frozenset({"chat-template", "chat-template-file", "jinja"})
-LOG_OPTIONS = frozenset({
-    "log-disable", "log-file", "log-verbosity", "log-verbose", "log-colors", "log-prefix", "log-timestamps",
-    # secrets feed the redaction filter
-    "api-key", "api-key-file", "hf-token", "admin-token-file",
-})
-
-
-@dataclass(frozen=True)
-class ChangeResult:
-    """What a change did (or would do, for a dry run)."""
-
-    applied: bool
-    generation: int
-    config_hash: str
-    changed: tuple[str, ...] = ()
-    pending_restart: tuple[str, ...] = ()
-    dry_run: bool = False
-    error: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class LastError:
-    trigger: str
-    message: str
-    time: float = field(default_factory=time.time)
+__all__ = ["ChangeResult", "Controller", "LastError"]
 
 
 class Controller:
-    """Owns the running configuration and every change to it; one change at a time."""
+    """Owns the serving state (model, pool, config, sleeping) and its generation; one change at a time."""
 
     def __init__(self, *, argv: list[str], env: Mapping[str, str], resolved: ResolvedConfig,
                  serving: "ServingState", notifier: Notifier,
@@ -73,26 +42,31 @@ class Controller:
                  log_settings: Callable[[Any], Any]) -> None:
         self.argv = list(argv)
         self.env = dict(env)
-        self.resolved = resolved
+        self.resolved = resolved  # the configuration in force (generation 0: the one startup will apply)
+        self.base = resolved  # the same, less the admin layer: what the files, environment and argv say
         self.running_baseline = resolved  # what the listeners were opened with (restart options)
         self.serving = serving
         self.notifier = notifier
         self.load_model = load_model
         self.log_settings = log_settings
-        self.overrides: dict[str, Any] = {}
+        self.overrides: dict[str, Any] = {}  # the admin layer: canonical option name -> value
         self.generation = 0
         self.last_error: LastError | None = None
+        self.last_result: str = "none"  # committed | unchanged | refused: the last change's outcome (/metrics)
         self.events = EventBus()
         # name -> (state, error) of models other than the one in service: loading, draining, unloaded, failed.
         self.model_states: dict[str, tuple[str, str | None]] = {}
         self.lock = asyncio.Lock()
         self.started_at = time.time()
         self._retiring: set[asyncio.Task[None]] = set()  # replaced models (or a router pool) still draining
+        serving.controller = self
 
     # -- what is running --------------------------------------------------------------------------------------
     @property
     def etag(self) -> str:
         """Names this generation of the configuration for If-Match (conflicting writes are refused)."""
+        import hashlib
+
         return hashlib.sha256(f"{self.generation}:{self.resolved.config_hash}".encode()).hexdigest()[:16]
 
     @property
@@ -100,45 +74,84 @@ class Controller:
         """Restart options whose running value differs from the configured one."""
         return tuple(c.name for c in diff(self.running_baseline, self.resolved).restart)
 
-    def commit_startup(self) -> None:
-        """The first generation: the configuration the daemon started with is now running."""
-        self.generation = 1
-        self.events.publish("committed", generation=1, config_hash=self.resolved.config_hash, trigger="startup",
-                            changed=[])
+    # -- startup: the change from nothing to the first configuration -----------------------------------------
+    async def start(self) -> str:
+        """Load the model (or start the router's pool) and commit generation 1; what is served, for the log.
 
-    # -- triggers ---------------------------------------------------------------------------------------------
+        Raises MlxdError when the configuration cannot be served (the daemon then exits)."""
+        from mlxd.daemon.loading import load_router_model
+        from mlxd.daemon.router import ModelPool
+        from mlxd.daemon.sleep import Sleeper
+
+        async with self.lock:
+            desired = self.resolved
+            what = "no model"
+            if desired.is_router:
+                pool = ModelPool(desired, load_router_model, on_state=self.model_state)
+                names = ", ".join(sorted(desired.models)) or "none"
+                log.info("router: %d model(s) available: %s", len(desired.models), names)
+                self.serving.pool = pool
+                try:
+                    await pool.start()
+                except MlxdError:
+                    await pool.close(0.0)
+                    self.serving.pool = None
+                    raise
+                what = "the router"
+            else:
+                self.notifier.status("loading model")
+                started = time.monotonic()
+                served = await self._load(desired)
+                if served is not None:
+                    log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
+                    what = served.name
+                self.serving.model = served
+                # A single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does that itself.
+                self.serving.sleeper = Sleeper(self.serving, self)
+            self.serving.config = desired.config
+            self._commit("startup", (), desired.config_hash)
+            return what
+
+    # -- triggers that rebuild the configuration --------------------------------------------------------------
     async def reload(self, trigger: str = "sighup", *, dry_run: bool = False) -> ChangeResult:
-        """Re-read the files (TOML, presets, config.ini) with the startup argv and environment, plus overrides."""
-        overrides = dict(self.overrides)
-
-        def build() -> ResolvedConfig:
-            fresh = resolve_serving(self.argv, self.env)
-            return apply_overrides(fresh, overrides) if overrides else fresh
-
-        return await self.change(build, trigger=trigger, dry_run=dry_run)
+        """Re-read the files (TOML, presets, config.ini) with the startup argv and environment; the admin layer
+        stays on top, less the options the files now set to something else (docs/admin.md)."""
+        async with self.lock:
+            try:
+                fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
+                kept = self._kept_overrides(fresh)
+                desired = apply_overrides(fresh, kept) if kept else fresh
+            except ConfigError as exc:
+                return self._refuse(trigger, str(exc), dry_run)
+            if not self.resolved.is_router and desired.is_router:
+                # An editor's truncate-then-write, or a file that lost its model line: never an unload.
+                return self._refuse(trigger, f"the configuration names no model (model, hf-repo) while "
+                                    f"{model_label(self.resolved.config)} is served; the running configuration "
+                                    "keeps serving (only an explicit unload, `mlxd admin unload`, empties it)",
+                                    dry_run)
+            return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=kept, base=fresh)
 
     async def patch(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
                     if_match: str | None = None) -> ChangeResult:
-        """Lay ``{option: value}`` over the running configuration as runtime overrides (source ``admin``)."""
-        # UNSET drops an override, so it is not kept in the admin layer.
-        overrides = {k: v for k, v in {**self.overrides, **values}.items() if v is not UNSET}
-        base = self.resolved
-        return await self.change(lambda: apply_overrides(base, values), trigger=trigger, dry_run=dry_run,
-                                 if_match=if_match, new_overrides=overrides)
+        """Lay ``{option: value}`` over the running configuration as the admin layer (source ``admin``)."""
+        async with self.lock:
+            self._check_etag(if_match)
+            return await self._patch(values, trigger=trigger, dry_run=dry_run)
 
     async def replace_overrides(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
                                 if_match: str | None = None) -> ChangeResult:
         """Replace the whole admin layer with ``values`` (options not named fall back to the files)."""
-        overrides = dict(values)
+        async with self.lock:
+            self._check_etag(if_match)
+            try:
+                fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
+                desired = apply_overrides(fresh, values) if values else fresh
+                overrides = _canonical(values)
+            except ConfigError as exc:
+                return self._refuse(trigger, str(exc), dry_run)
+            return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides, base=fresh)
 
-        def build() -> ResolvedConfig:
-            fresh = resolve_serving(self.argv, self.env)
-            return apply_overrides(fresh, overrides) if overrides else fresh
-
-        return await self.change(build, trigger=trigger, dry_run=dry_run, if_match=if_match,
-                                 new_overrides=overrides)
-
-    # -- LoRA scales: live state of the loaded model ---------------------------------------------------------
+    # -- LoRA scales: the lora-scaled option of the admin layer ----------------------------------------------
     def lora_state(self) -> list[dict[str, Any]]:
         """The served model's adapters with their server-wide scales: ``[{"id", "path", "scale"}]``."""
         model = self.serving.model
@@ -147,73 +160,141 @@ class Controller:
     async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> ChangeResult:
         """Replace the served model's server-wide LoRA scales; adapters not listed get 0 (b10621's rule).
 
-        Scales are live state of the loaded model, not configuration: the config hash stays, a change bumps the
-        generation and is a ``committed`` event with ``changed == ["lora-scales"]``, and a model reload starts
-        again from ``--lora-scaled`` / ``--lora-init-without-apply`` (put scales there to keep them). An unknown
-        id or a non-finite scale is refused and changes nothing. Requests already submitted keep their scales.
-        """
+        The scales become the admin layer's ``lora-scaled`` (so they have provenance, are in the config hash,
+        survive reloads and are written by ``persist``) and apply live to the loaded adapters, without reloading
+        the weights. An unknown id or a non-finite scale is refused and changes nothing. Requests already
+        submitted keep their scales."""
         async with self.lock:
             model = self.serving.model
             if model is None:
                 return self._refuse(trigger, "no model is loaded: LoRA scales belong to a loaded model", False)
-            lora = model.worker.lora
             try:
-                full = lora.check(scales)
+                full = model.worker.lora.check(scales)
             except MlxdError as exc:
                 return self._refuse(trigger, str(exc), False)
-            if tuple(full.values()) == lora.scales:
-                log.info("%s: LoRA scales unchanged (generation %d)", trigger, self.generation)
-                return ChangeResult(False, self.generation, self.resolved.config_hash, (), self.pending_restart)
-            model.worker.set_lora_scales(full)
-            self.generation += 1
-            self.last_error = None
-            self.events.publish("committed", generation=self.generation, config_hash=self.resolved.config_hash,
-                                trigger=trigger, changed=["lora-scales"], lora=self.lora_state())
-            log.info("%s: LoRA scales %s, generation %d", trigger,
-                     ", ".join(f"{i}={s:g}" for i, s in full.items()), self.generation)
-            return ChangeResult(True, self.generation, self.resolved.config_hash, ("lora-scales",),
-                                self.pending_restart)
+            return await self._patch(lora_overrides(self.resolved.config, full), trigger=trigger, dry_run=False)
+
+    # -- the router's pool: explicit loads and unloads --------------------------------------------------------
+    async def load_pool_model(self, name: str, *, trigger: str, wait: bool = False) -> ChangeResult:
+        """Load a router model (``POST /models/load``, ``mlxd admin load``); a name the pool does not know, or a
+        model already running, raises RequestError (the client's mistake, not a refused change)."""
+        return await self._pool_action("load", name, trigger=trigger, wait=wait)
+
+    async def unload_pool_model(self, name: str, *, trigger: str) -> ChangeResult:
+        """Unload a router model once its in-flight requests finish: the only way the pool is emptied."""
+        return await self._pool_action("unload", name, trigger=trigger, wait=True)
+
+    async def _pool_action(self, action: str, name: str, *, trigger: str, wait: bool) -> ChangeResult:
+        async with self.lock:
+            pool = self.serving.pool
+            if pool is None:
+                raise AdminError("not_router", "the daemon serves one model; load and unload change its model", 409)
+            try:
+                canonical = await (pool.load(name, wait=wait) if action == "load" else pool.unload(name))
+            except MlxdError as exc:
+                if getattr(exc, "status", 500) < 500:
+                    raise
+                return self._refuse(trigger, f"model {name!r}: {exc}", False)
+            return self._commit(trigger, (f"models/{canonical}",), self.resolved.config_hash)
+
+    # -- idle sleep and wake (--sleep-idle-seconds) -----------------------------------------------------------
+    async def sleep(self, still_idle: Callable[["ServedModel"], bool]) -> str | None:
+        """Take the served model out of service and free it, when ``still_idle(model)`` agrees under the lock (it
+        also caches what sleeping routes answer); the model's name, or None when it did not sleep."""
+        async with self.lock:
+            served = self.serving.model
+            if served is None or self.serving.sleeping or not still_idle(served):
+                return None
+            name = served.name
+            self.serving.sleeping, self.serving.model = True, None
+            await asyncio.to_thread(served.worker.stop, 0.0)
+            del served
+            gc.collect()
+            self.model_state(name, "unloaded")
+            self._commit("sleep", ("sleeping",), self.resolved.config_hash)
+            return name
+
+    async def wake(self, name: str) -> None:
+        """Load the model again (once, however many requests wait for it); a failure is recorded and raised."""
+        async with self.lock:
+            if not self.serving.sleeping:
+                return
+            if self.serving.model is None:
+                started = time.monotonic()
+                try:
+                    served = await self._load(self.resolved)
+                except MlxdError as exc:
+                    self._refuse("wake", str(exc), False)
+                    raise
+                self.serving.model = served
+                log.info("model %s loaded again in %.2f s (woken by a request)",
+                         served.name if served else "none", time.monotonic() - started)
+            self.serving.sleeping = False
+            self.model_states.pop(name, None)
+            self.events.publish("model", name=name, state="loaded")
+            self._commit("wake", ("sleeping",), self.resolved.config_hash)
 
     # -- the path ---------------------------------------------------------------------------------------------
-    async def change(self, build: Callable[[], ResolvedConfig], *, trigger: str, dry_run: bool = False,
-                     if_match: str | None = None, new_overrides: dict[str, Any] | None = None) -> ChangeResult:
-        """Build -> validate -> diff -> apply -> commit, or record the failure and change nothing."""
-        async with self.lock:
-            if if_match is not None and if_match.strip('"') != self.etag:
-                raise AdminError("conflict", f"the configuration changed (etag {self.etag}); re-read and retry", 412)
-            try:
-                desired = await asyncio.to_thread(build)
-            except ConfigError as exc:
-                return self._refuse(trigger, str(exc), dry_run)
-            plan = diff(self.resolved, desired)
-            restart = tuple(c.name for c in diff(self.running_baseline, desired).restart)
-            if dry_run:
-                return ChangeResult(False, self.generation, desired.config_hash, plan.changed, restart, True)
-            if plan.empty:
-                if new_overrides is not None:
-                    self.overrides = new_overrides
-                    self.resolved = desired  # same values and hash; the provenance may have moved
-                log.info("%s: no change (generation %d)", trigger, self.generation)
-                return ChangeResult(False, self.generation, self.resolved.config_hash, (), restart)
-            log.info("%s: applying %s", trigger, ", ".join(plan.changed) or "model changes")
-            self.notifier.reloading(f"applying change from {trigger}")
-            try:
-                await self._apply(plan, desired)
-            except MlxdError as exc:
-                self.notifier.ready(f"change from {trigger} refused")
-                return self._refuse(trigger, str(exc), False)
-            self.resolved = desired
-            if new_overrides is not None:
-                self.overrides = new_overrides
-            self.generation += 1
-            self.last_error = None
-            for name in restart:
-                log.warning("%s changed; it takes effect after a restart", name)
-            self.events.publish("committed", generation=self.generation, config_hash=desired.config_hash,
-                                trigger=trigger, changed=list(plan.changed), pending_restart=list(restart))
-            self.notifier.ready(f"generation {self.generation} ({trigger})")
-            log.info("%s: committed generation %d (config %s)", trigger, self.generation, desired.config_hash[:12])
-            return ChangeResult(True, self.generation, desired.config_hash, plan.changed, restart)
+    def _check_etag(self, if_match: str | None) -> None:
+        if if_match is not None and if_match.strip('"') != self.etag:
+            raise AdminError("conflict", f"the configuration changed (etag {self.etag}); re-read and retry", 412)
+
+    async def _patch(self, values: Mapping[str, Any], *, trigger: str, dry_run: bool) -> ChangeResult:
+        try:
+            desired = apply_overrides(self.resolved, values)
+            # UNSET drops an override, so it is not kept in the admin layer.
+            overrides = {k: v for k, v in {**self.overrides, **_canonical(values)}.items() if v is not UNSET}
+        except ConfigError as exc:
+            return self._refuse(trigger, str(exc), dry_run)
+        return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides)
+
+    def _kept_overrides(self, fresh: ResolvedConfig) -> dict[str, Any]:
+        """The admin layer over a re-read of the files: an override stays unless the files now give its option
+        another value than they did (the newer statement wins)."""
+        kept = {}
+        for name, value in self.overrides.items():
+            if fresh.value(name) == self.base.value(name):
+                kept[name] = value
+            else:
+                log.info("admin override of %s dropped: %s now sets it", name, fresh.provenance[name])
+        return kept
+
+    async def _change(self, desired: ResolvedConfig, *, trigger: str, dry_run: bool, overrides: dict[str, Any],
+                      base: ResolvedConfig | None = None) -> ChangeResult:
+        """Diff -> apply -> commit, or record the failure and change nothing (called under the lock)."""
+        plan = diff(self.resolved, desired)
+        restart = tuple(c.name for c in diff(self.running_baseline, desired).restart)
+        if dry_run:
+            return ChangeResult(False, self.generation, desired.config_hash, plan.changed, restart, True)
+        if plan.empty:
+            self.overrides, self.resolved = overrides, desired  # same values and hash; the provenance may move
+            self.base = base or self.base
+            self.last_error, self.last_result = None, "unchanged"  # the trigger succeeded: nothing to fix
+            log.info("%s: no change (generation %d)", trigger, self.generation)
+            return ChangeResult(False, self.generation, self.resolved.config_hash, (), restart)
+        log.info("%s: applying %s (%s)", trigger, ", ".join(plan.changed) or "model changes",
+                 ", ".join(sorted(plan.effects)))
+        self.notifier.reloading(f"applying change from {trigger}")
+        try:
+            await self._apply(plan, desired)
+        except MlxdError as exc:
+            self.notifier.ready(f"change from {trigger} refused")
+            return self._refuse(trigger, str(exc), False)
+        self.resolved, self.overrides, self.base = desired, overrides, base or self.base
+        for name in restart:
+            log.warning("%s changed; it takes effect after a restart", name)
+        result = self._commit(trigger, plan.changed, desired.config_hash, restart)
+        self.notifier.ready(f"generation {self.generation} ({trigger})")
+        return result
+
+    def _commit(self, trigger: str, changed: tuple[str, ...], config_hash: str,
+                restart: tuple[str, ...] = ()) -> ChangeResult:
+        self.generation += 1
+        self.last_error, self.last_result = None, "committed"
+        self.events.publish("committed", generation=self.generation, config_hash=config_hash, trigger=trigger,
+                            changed=list(changed), pending_restart=list(restart))
+        log.info("%s: committed generation %d (config %s)", trigger, self.generation, config_hash[:12])
+        return ChangeResult(True, self.generation, config_hash, changed, restart)
 
     def model_state(self, name: str, state: str, error: str | None = None) -> None:
         """Record a model's state (loading, loaded, draining, unloaded, failed) and publish it as an event."""
@@ -224,34 +305,49 @@ class Controller:
     def _refuse(self, trigger: str, message: str, dry_run: bool) -> ChangeResult:
         message = redact(message)  # it is shown by status, events and the admin API, not only logged
         if not dry_run:
-            self.last_error = LastError(trigger, message)
+            self.last_error, self.last_result = LastError(trigger, message), "refused"
             self.events.publish("refused", trigger=trigger, error=message, generation=self.generation)
             for line in message.splitlines():
                 log.error("%s: change refused: %s", trigger, line)
         return ChangeResult(False, self.generation, self.resolved.config_hash, (), (), dry_run, message)
 
+    async def _load(self, desired: ResolvedConfig) -> "ServedModel | None":
+        """Load the model ``desired`` names on a worker thread, recording its state as it goes."""
+        label = model_label(desired.config)
+        if label:
+            self.model_state(label, "loading")
+        try:
+            served = await asyncio.to_thread(self.load_model, desired)
+        except MlxdError as exc:
+            if label:
+                self.model_state(label, "failed", str(exc))
+            raise
+        if served is not None:
+            self.model_states.pop(served.name, None)
+            self.model_states.pop(label or served.name, None)
+            self.events.publish("model", name=served.name, state="loaded")
+        return served
+
     async def _apply(self, plan: ChangePlan, desired: ResolvedConfig) -> None:
-        """Prepare everything that can fail, then swap; a failure before the swap leaves the running state alone."""
-        changed = set(plan.changed)
+        """Execute the plan's effects: prepare everything that can fail, then swap; a failure before the swap
+        leaves the running state alone."""
         current = self.serving.model
         replacement: "ServedModel | None" = current
-        if changed & MODEL_OPTIONS or (current is None and not desired.is_router):
-            label = _label(desired)
-            if label:
-                self.model_state(label, "loading")
-            try:
-                replacement = await asyncio.to_thread(self.load_model, desired)
-            except MlxdError as exc:
-                if label:
-                    self.model_state(label, "failed", str(exc))
-                raise
-            if replacement is not None:
-                self.model_states.pop(replacement.name, None)
-                self.model_states.pop(label or replacement.name, None)
-                self.events.publish("model", name=replacement.name, state="loaded")
-        elif current is not None and changed:
-            replacement = await asyncio.to_thread(_refresh, current, desired, bool(changed & TEMPLATE_OPTIONS))
-        if changed & LOG_OPTIONS:
+        scales: dict[int, float] | None = None
+        reload = plan.has("reload")
+        if plan.has("adapters") and not reload:
+            before, after = adapter_set(self.resolved.config), adapter_set(desired.config)
+            if [p for p, _ in before] != [p for p, _ in after]:
+                reload = True  # another set of adapters: new weights
+            else:
+                scales = {i: s for i, (_, s) in enumerate(after)}  # the same adapters: only their scales
+        if desired.is_router:
+            replacement = None  # no model argument: nothing is served but the router's models (an unload)
+        elif reload or (current is None and not self.serving.sleeping):
+            replacement = await self._load(desired)
+        elif current is not None:
+            replacement = await asyncio.to_thread(refresh, current, desired, plan.has("template"))
+        if plan.has("logging"):
             try:
                 configure_logging(self.log_settings(desired.config))
             except MlxdError:
@@ -265,6 +361,10 @@ class Controller:
         # The swap: new requests see the new model and configuration from here on.
         self.serving.config = desired.config
         self.serving.model = replacement
+        if scales is not None and replacement is not None:
+            replacement.worker.set_lora_scales(scales)  # live: requests already submitted keep their snapshot
+        if desired.is_router or (replacement is not None and replacement is not current):
+            self.serving.sleeping = False  # a change that loaded the model woke it; an unload ends the sleep
         if current is not None and (replacement is None or replacement.worker is not current.worker):
             self._in_background(self._retire(current, desired))
         if pool is not None and not desired.is_router:  # a model argument now: the router's models drain and go
@@ -300,30 +400,7 @@ class Controller:
         log.info("model %s unloaded", old.name)
 
 
-def _label(resolved: ResolvedConfig) -> str | None:
-    """The name a configuration's model will be served under (first alias, else -m, else --hf-repo)."""
-    cfg = resolved.config
-    aliases = list(cfg.alias or [])
-    return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
-
-
-def _refresh(current: "ServedModel", desired: ResolvedConfig, template_changed: bool) -> "ServedModel":
-    """The same worker with new sampling defaults (and template): no reload, no drain."""
-    from mlxd.engine.chat import load_chat_template
-    from mlxd.engine.sampling import defaults_from
-
-    cfg = desired.config
-    explicit = {name for name in desired.provenance if desired.explicit(name)}
-    values = {name: desired.value(name) for name in desired.provenance}
-    sampling = defaults_from(values, current.loaded.generation_config, explicit)
-    template = current.chat_template
-    if template_changed:
-        tokenizer = current.loaded.tokenizer
-        template = load_chat_template(current.loaded.path, chat_template=cfg.chat_template,
-                                      chat_template_file=cfg.chat_template_file,
-                                      bos_token=getattr(tokenizer, "bos_token", None),
-                                      eos_token=getattr(tokenizer, "eos_token", None))
-    aliases = list(cfg.alias or [])
-    name = aliases[0] if aliases else current.name
-    return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,
-                               name=name)
+def _canonical(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Admin-layer keys in their canonical option names (any spelling without dashes is accepted)."""
+    specs = table().by_key
+    return {(specs[k].name if k in specs else k): v for k, v in values.items()}

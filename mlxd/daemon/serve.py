@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
-    from mlxd.daemon.pool import load_served_model
+    from mlxd.daemon.loading import load_served_model
     from mlxd.daemon.server import Daemon
 
     daemon = Daemon(resolved, load_model=load_served_model, log_settings=log_settings, argv=argv,

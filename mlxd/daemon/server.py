@@ -10,7 +10,6 @@ import asyncio
 import enum
 import logging
 import signal
-import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.listen import Listener, bind, tls_context
@@ -19,7 +18,6 @@ from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
-    from mlxd.daemon.router import ModelPool
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
 
@@ -148,55 +146,20 @@ class Daemon:
         return server
 
     async def _bring_up(self, server: Any) -> str | None:
-        """Load the default model (or start the router's pool) and commit generation 1; None when that failed."""
-        from mlxd.daemon import sleep
+        """Startup as a change from nothing to the first configuration, through the controller (generation 1);
+        what is served, or None when that failed."""
         from mlxd.daemon.controller import Controller
 
         assert self.serving is not None
-        self.notifier.status("loading model")
+        self.controller = Controller(argv=self.argv, env=self.env, resolved=self.resolved, serving=self.serving,
+                                     notifier=self.notifier, load_model=self.load_model,
+                                     log_settings=self.log_settings)
         try:
-            started = time.monotonic()
-            served = await asyncio.to_thread(self.load_model, self.resolved)
+            return await self.controller.start()
         except MlxdError as exc:
             log.error("%s", exc)
             await self._stop_server(server)
             return None
-        if served is not None:
-            self.serving.model = served
-            log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
-        pool = self._router_pool()
-        self.controller = Controller(argv=self.argv, env=self.env, resolved=self.resolved, serving=self.serving,
-                                     notifier=self.notifier, load_model=self.load_model,
-                                     log_settings=self.log_settings)
-        self.serving.controller = self.controller
-        if pool is None:  # a single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does
-            self.serving.sleeper = sleep.Sleeper(self.serving, self.controller)
-        else:
-            pool.on_state = self.controller.model_state
-            try:
-                await pool.start()
-            except MlxdError as exc:
-                log.error("%s", exc)
-                await pool.close(0.0)
-                await self._stop_server(server)
-                return None
-        self.controller.commit_startup()
-        if served is not None:
-            return served.name
-        return "the router" if pool is not None else "no model"
-
-    def _router_pool(self) -> "ModelPool | None":
-        """Router mode (no model argument): the pool of models discovered by the configuration."""
-        if not self.resolved.is_router or self.serving is None:
-            return None
-        from mlxd.daemon.pool import load_router_model
-        from mlxd.daemon.router import ModelPool
-
-        pool = ModelPool(self.resolved, load_router_model)
-        self.serving.pool = pool
-        names = ", ".join(sorted(self.resolved.models)) or "none"
-        log.info("router: %d model(s) available: %s", len(self.resolved.models), names)
-        return pool
 
     async def _start_admin(self, endpoint: Any) -> None:
         """The admin listener: its own socket (0600 for a Unix socket) and sanic app, on this loop."""

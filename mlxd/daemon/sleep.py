@@ -10,7 +10,6 @@ The router's per-model idle unload is ``mlxd.daemon.router.ModelPool``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 import weakref
@@ -22,7 +21,7 @@ from mlxd.api.app import api_prefix
 from mlxd.api.errors import json_response
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServingState
+    from mlxd.api.state import ServedModel, ServingState
     from mlxd.daemon.controller import Controller
 
 log = logging.getLogger("mlxd.daemon.sleep")
@@ -58,9 +57,6 @@ class Sleeper:
             limit = self.idle_seconds
             await asyncio.sleep(min(1.0, limit / 4) if limit > 0 else 1.0)
             model = self.serving.model
-            if model is not None and self.serving.sleeping:
-                await self.wake()  # a configuration change loaded a model meanwhile: it is awake
-                continue
             if model is None or self.serving.sleeping:
                 continue
             if model.worker.n_in_flight or len(self.pending):
@@ -71,40 +67,26 @@ class Sleeper:
                 await asyncio.shield(self.sleep())
 
     async def sleep(self) -> None:
-        """Cache what sleeping routes answer, take the model out of service and free it."""
+        """Cache what sleeping routes answer, and ask the controller to take the model out of service."""
         from mlxd.api.routes.models import models_body
         from mlxd.api.routes.props import props_body
 
-        async with self.controller.lock:
-            served = self.serving.model
-            if served is None or served.worker.n_in_flight or len(self.pending) or self.serving.sleeping:
-                return
+        def still_idle(served: "ServedModel") -> bool:
+            if served.worker.n_in_flight or len(self.pending):
+                return False
             self._cached = {"/props": props_body(self.serving, served, sleeping=True)}
             self._cached["/models"] = self._cached["/v1/models"] = models_body(self.serving, served)
-            self._name = served.name
-            self.serving.sleeping, self.serving.model = True, None
-            await asyncio.to_thread(served.worker.stop, 0.0)
-            del served
-            gc.collect()
-            self.controller.model_state(self._name, "unloaded")
-            log.info("model %s unloaded after %d s idle; sleeping until the next request", self._name,
-                     self.idle_seconds)
+            return True
+
+        name = await self.controller.sleep(still_idle)
+        if name is not None:
+            self._name = name
+            log.info("model %s unloaded after %d s idle; sleeping until the next request", name, self.idle_seconds)
 
     async def wake(self) -> None:
-        """Load the model again (once, however many requests wait for it)."""
-        async with self.controller.lock:
-            if not self.serving.sleeping:
-                return
-            if self.serving.model is None:  # a configuration change may have loaded one meanwhile
-                started = time.monotonic()
-                served = await asyncio.to_thread(self.controller.load_model, self.controller.resolved)
-                self.serving.model = served
-                log.info("model %s loaded again in %.2f s (woken by a request)",
-                         served.name if served else "none", time.monotonic() - started)
-            self.serving.sleeping = False
-            self.controller.model_states.pop(self._name, None)
-            self.controller.events.publish("model", name=self._name, state="loaded")
-            self.touch()
+        """Load the model again through the controller (once, however many requests wait for it)."""
+        await self.controller.wake(self._name)
+        self.touch()
 
     async def on_request(self, request: Request) -> HTTPResponse | None:
         """After the key check: answer from the cache, or wake the model, or just note the activity."""

@@ -49,3 +49,65 @@ def test_imports_point_down(room: str) -> None:
 def test_every_room_is_known() -> None:
     rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert rooms == set(ALLOWED)
+
+
+# The serving state and its generation (design principle 3): one writer, mlxd/daemon/controller.py.
+OWNER = PACKAGE / "daemon" / "controller.py"
+SERVING_FIELDS = {"model", "pool", "config", "sleeping", "sleeper", "controller"}
+OWNED_ANYWHERE = {"generation", "last_error", "overrides", "resolved"}  # the owner's own record of what runs
+
+
+def _holder(node: ast.expr) -> str | None:
+    """The name an attribute hangs on: ``serving`` for ``self.serving.model`` and ``serving.model``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.Assign):
+        found = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", None) is not None:
+        found = [node.target]
+    else:
+        return []
+    out: list[ast.expr] = []
+    while found:
+        target = found.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            found.extend(target.elts)
+        else:
+            out.append(target)
+    return out
+
+
+def _writes(path: Path) -> list[str]:
+    """Assignments in ``path`` to the serving state (``*.serving.FIELD``, ``setattr(serving, ...)``) or to a
+    controller's generation and record."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for target in _targets(node):
+            if not isinstance(target, ast.Attribute):
+                continue
+            holder = _holder(target.value)
+            if (holder == "serving" and target.attr in SERVING_FIELDS) or \
+                    (holder in ("controller", "owner") and target.attr in OWNED_ANYWHERE) or \
+                    target.attr == "generation":
+                out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} assigns {holder}.{target.attr}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and node.args and _holder(node.args[0]) in ("serving", "controller"):
+            out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} calls setattr on the serving state")
+    return out
+
+
+def test_only_the_owner_writes_the_serving_state() -> None:
+    offenders = [w for path in sorted(PACKAGE.rglob("*.py")) if path != OWNER for w in _writes(path)]
+    assert not offenders, offenders
+
+
+def test_the_owner_check_sees_the_owners_writes() -> None:
+    # The check itself finds what it looks for: the owner assigns every serving field it is named for.
+    written = {w.rsplit(".", 1)[-1] for w in _writes(OWNER)}
+    assert {"model", "pool", "config", "sleeping", "sleeper", "generation"} <= written, written

@@ -8,6 +8,7 @@ from typing import Any
 from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.admin.app import json_response
+from mlxd.admin.host import AdminController
 from mlxd.admin.body import change_response, document, if_match, json_object
 from mlxd.admin.persist import persist_overrides
 from mlxd.config import table
@@ -18,8 +19,11 @@ from mlxd.schemas.admin import ConfigResponse
 bp = Blueprint("admin_config")
 
 
-def _controller(request: Request) -> Any:
-    return request.app.ctx.host.controller
+def _controller(request: Request) -> AdminController:
+    controller: AdminController | None = request.app.ctx.host.controller
+    if controller is None:  # the gate answers 503 before this while the daemon starts
+        raise AdminError("unavailable", "the daemon is starting; retry when it is serving", 503)
+    return controller
 
 
 def redacted_overrides(overrides: dict[str, Any]) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """``/v1/models``: list, load and unload. In single-model mode, loading swaps the served model through the
 controller (the new one loads before the old one drains) and unloading serves no model. In router mode they load
-and unload the pool's models (the configuration is unchanged; the states are recorded as model events)."""
+and unload the pool's models through the controller too: a committed generation each (the configuration is
+unchanged), the states recorded as model events."""
 
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 from typing import Any
 
 from pydantic import ValidationError
@@ -13,9 +13,9 @@ from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.admin.app import json_response
 from mlxd.admin.body import change_response, json_object
-from mlxd.admin.host import AdminHost, model_label, models
+from mlxd.admin.host import AdminController, AdminHost, model_label, models
 from mlxd.config import UNSET
-from mlxd.errors import AdminError, MlxdError, RequestError
+from mlxd.errors import AdminError, RequestError
 from mlxd.schemas.admin import ModelsPost, ModelsResponse
 
 bp = Blueprint("admin_models")
@@ -31,23 +31,29 @@ def _unknown(name: str) -> AdminError:
 
 
 async def _router(host: AdminHost, action: str, name: str) -> HTTPResponse:
-    """Router mode: load (waiting until it is loaded) or unload a pool model; the configuration is unchanged."""
-    pool, controller = host.serving.pool, host.controller
+    """Router mode: load (waiting until it is loaded) or unload a pool model through the controller."""
+    controller = _controller(host)
     try:
-        await (pool.load(name, wait=True) if action == "load" else pool.unload(name))
+        if action == "load":
+            result = await controller.load_pool_model(name, trigger=f"admin:load {name}", wait=True)
+        else:
+            result = await controller.unload_pool_model(name, trigger=f"admin:unload {name}")
     except RequestError as exc:
         code = "unknown_model" if "not found" in exc.message else "model_state"
         raise AdminError(code, f"model {name!r}: {exc.message}", 404 if code == "unknown_model" else 409) from exc
-    except MlxdError as exc:
-        raise AdminError("load_failed", f"model {name!r}: {exc}", 500) from exc
-    result = SimpleNamespace(error=None, applied=True, generation=controller.generation,
-                             config_hash=controller.resolved.config_hash, changed=(),
-                             pending_restart=controller.pending_restart, dry_run=False)
+    if result.error is not None:
+        raise AdminError("load_failed", result.error, 500)
     return change_response(result, controller)
 
 
+def _controller(host: AdminHost) -> AdminController:
+    if host.controller is None:
+        raise AdminError("unavailable", "the daemon is starting; retry when it is serving", 503)
+    return host.controller
+
+
 async def load(host: AdminHost, name: str) -> HTTPResponse:
-    controller = host.controller
+    controller = _controller(host)
     current = controller.resolved
     if host.serving.pool is not None:
         return await _router(host, "load", name)
@@ -66,7 +72,7 @@ async def load(host: AdminHost, name: str) -> HTTPResponse:
 
 
 async def unload(host: AdminHost, name: str) -> HTTPResponse:
-    controller = host.controller
+    controller = _controller(host)
     if host.serving.pool is not None:
         return await _router(host, "unload", name)
     served = host.serving.model

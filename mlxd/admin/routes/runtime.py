@@ -16,8 +16,8 @@ from mlxd.schemas.admin import LoggingResponse, LoraResponse
 
 bp = Blueprint("admin_runtime")
 
-LOG_OPTIONS = ("log-disable", "log-file", "log-verbosity", "log-verbose", "log-colors", "log-prefix",
-               "log-timestamps")
+# The options whose only effect is on logging (the option table's ``effect=logging`` rows).
+LOG_OPTIONS = tuple(spec.name for spec in table() if spec.effects == ("logging",))
 
 
 @bp.get("/v1/logging", ctx_kind="read")
@@ -64,8 +64,9 @@ def _adapter_id(entries: list[dict[str, Any]], key: str) -> int:
 
 @bp.put("/v1/lora", ctx_kind="write")
 async def put_lora(request: Request) -> HTTPResponse:
-    """``{"ID_OR_PATH_OR_NAME": SCALE, ...}``: adapters not named keep their scale. Scales are live state of the
-    loaded model (a new generation, the config hash unchanged); a request already admitted keeps its scales."""
+    """``{"ID_OR_PATH_OR_NAME": SCALE, ...}``: adapters not named keep their scale. The scales become the admin
+    layer's ``lora-scaled`` (a new generation and config hash) and apply live to the loaded adapters, without a
+    reload; a request already admitted keeps its scales."""
     controller = request.app.ctx.host.controller
     expected = if_match(request)
     if expected is not None and expected.strip('"') != controller.etag:

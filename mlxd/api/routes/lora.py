@@ -1,7 +1,8 @@
 """``GET /lora-adapters`` (the loaded adapters and their scales) and ``POST /lora-adapters`` (set them).
 
 A ``POST`` changes scales through the daemon's reconcile controller, the same path as the admin API's
-``/v1/lora``: it is one committed change with its generation and event. Requests already admitted keep the
+``/v1/lora``: the scales become the admin layer's ``lora-scaled`` and apply live to the loaded adapters, one
+committed change with its generation and event. Requests already admitted keep the
 scales they started with.
 """
 
@@ -15,7 +16,7 @@ from sanic import Blueprint, HTTPResponse, Request
 from mlxd.api.body import json_body
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
-from mlxd.errors import InvalidRequest
+from mlxd.errors import InvalidRequest, Unavailable
 
 bp = Blueprint("lora")
 
@@ -51,12 +52,13 @@ async def post_lora_adapters(request: Request) -> HTTPResponse:
     # b10621 replaces the server-wide scales: adapters not listed get 0, ids no adapter has are ignored.
     scales = {i: s for i, s in parse_lora_request(body).items() if 0 <= i < n_adapters}
     controller = serving(request).controller
-    if controller is None:  # the app without its daemon (no reconcile path to go through)
-        model.worker.set_lora_scales(scales)
-    else:
-        result = await controller.set_lora_scales(scales, trigger="api:lora-adapters")
-        if result.error:
-            raise InvalidRequest(result.error)
+    if controller is None:  # the app without its daemon: there is no owner to change the scales
+        if n_adapters:
+            raise Unavailable("LoRA scales change through the daemon's reconcile path, which this app lacks")
+        return json_response({"success": True})
+    result = await controller.set_lora_scales(scales, trigger="api:lora-adapters")
+    if result.error:
+        raise InvalidRequest(result.error)
     return json_response({"success": True})
 
 

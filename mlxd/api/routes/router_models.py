@@ -20,8 +20,9 @@ from mlxd.api.body import json_object
 from mlxd.api.context import serving
 from mlxd.api.errors import json_response, not_found
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
-from mlxd.api.state import ServingState
+from mlxd.api.state import RouterPool, ServingOwner, ServingState
 from mlxd.config import ModelResolved, OptionSpec, table
+from mlxd.config.change import ChangeResult
 from mlxd.errors import MlxdError
 
 bp = Blueprint("router_models")
@@ -37,7 +38,7 @@ _SOURCE = {"store": "cache", "models-dir": "models_dir", "preset": "preset", "to
 ARCHITECTURE = {"input_modalities": ["text"], "output_modalities": ["text"]}
 
 
-def _pool(request: Request) -> Any:
+def _pool(request: Request) -> RouterPool:
     pool = serving(request).pool
     if pool is None:
         raise NotFound("File Not Found")
@@ -174,15 +175,28 @@ async def models_load(request: Request) -> HTTPResponse:
     name = _model_name(request)
     if pool.canonical(name) is None:
         return not_found()  # b10621's HTTP layer rewrites this 404 to the generic body
-    await pool.load(name)
+    await _change(await _owner(request).load_pool_model(name, trigger="api:models/load"))
     return json_response({"success": True})
 
 
 @bp.post("/models/unload")
 async def models_unload(request: Request) -> HTTPResponse:
     """Stop a running model once its in-flight requests finish."""
-    await _pool(request).unload(_model_name(request))
+    _pool(request)
+    await _change(await _owner(request).unload_pool_model(_model_name(request), trigger="api:models/unload"))
     return json_response({"success": True})
+
+
+def _owner(request: Request) -> ServingOwner:
+    owner = serving(request).controller
+    if owner is None:
+        raise MlxdError("the router's pool changes through the daemon's reconcile path, which this app lacks")
+    return owner
+
+
+async def _change(result: ChangeResult) -> None:
+    if result.error:
+        raise MlxdError(result.error)
 
 
 @bp.get("/models/sse")

@@ -46,7 +46,7 @@ def test_a_model_argument_lists_no_store(tmp_path: Path, tiny_checkpoint: Path) 
 
 
 def test_dedup_cache_models_hides_the_store_entry_a_preset_serves(tmp_path: Path, tiny_checkpoint: Path) -> None:
-    from mlxd.daemon.pool import load_router_model
+    from mlxd.daemon.loading import load_router_model
     from mlxd.daemon.router import ModelPool
 
     cache_repo(tmp_path / "store", "owner/tiny", tiny_checkpoint)

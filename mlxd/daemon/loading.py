@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
     from mlxd.config import Config, ModelResolved, ResolvedConfig
 
-log = logging.getLogger("mlxd.daemon.pool")
+log = logging.getLogger("mlxd.daemon.loading")
 
 
 def worker_settings(cfg: Any) -> Any:

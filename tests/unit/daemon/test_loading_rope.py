@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlxd.config import resolve
-from mlxd.daemon.pool import load_served_model
+from mlxd.daemon.loading import load_served_model
 
 
 def test_rope_options_reach_the_loaded_model(tiny_checkpoint: Path) -> None:

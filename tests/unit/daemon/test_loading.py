@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 
 from mlxd.config import ModelResolved, ResolvedConfig, resolve
-from mlxd.daemon.pool import load_router_model
+from mlxd.daemon.loading import load_router_model
 from mlxd.daemon.router import ModelPool
 from mlxd.errors import EngineError, InvalidRequest, MlxdError
 

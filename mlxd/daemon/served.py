@@ -1,0 +1,59 @@
+"""Pure helpers of the reconcile path: what a configuration's model is called, its LoRA adapters, and a served
+model refreshed with new settings. They build new values; only the controller puts them into service."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from mlxd.api.state import ServedModel
+    from mlxd.config import Config, ResolvedConfig
+
+
+def model_label(cfg: "Config") -> str | None:
+    """The name a configuration's model will be served under (first alias, else -m, else --hf-repo)."""
+    aliases = list(cfg.alias or [])
+    return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
+
+
+def adapter_set(cfg: "Config") -> list[tuple[str, float]]:
+    """The adapters a configuration loads, in id order, with their server-wide scales."""
+    from mlxd.engine.lora import adapter_specs
+
+    return [(s.path, s.scale) for s in adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply)]
+
+
+def lora_overrides(cfg: "Config", scales: Mapping[int, float]) -> dict[str, Any]:
+    """The admin-layer options that give the same adapters the server-wide ``scales`` (id -> scale): every adapter
+    moves to ``lora-scaled`` (FNAME:SCALE, in id order, so ids stay), ``lora`` and ``lora-init-without-apply``
+    are cleared where they were set."""
+    values: dict[str, Any] = {"lora-scaled": [f"{path}:{float(scales.get(i, 0.0))!r}"
+                                              for i, (path, _) in enumerate(adapter_set(cfg))]}
+    if cfg.lora:
+        values["lora"] = []
+    if cfg.lora_init_without_apply:
+        values["lora-init-without-apply"] = False
+    return values
+
+
+def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed: bool) -> "ServedModel":
+    """The same worker with new sampling defaults (and template): no reload, no drain."""
+    from mlxd.engine.chat import load_chat_template
+    from mlxd.engine.sampling import defaults_from
+
+    cfg = desired.config
+    explicit = {name for name in desired.provenance if desired.explicit(name)}
+    values = {name: desired.value(name) for name in desired.provenance}
+    sampling = defaults_from(values, current.loaded.generation_config, explicit)
+    template = current.chat_template
+    if template_changed:
+        tokenizer = current.loaded.tokenizer
+        template = load_chat_template(current.loaded.path, chat_template=cfg.chat_template,
+                                      chat_template_file=cfg.chat_template_file,
+                                      bos_token=getattr(tokenizer, "bos_token", None),
+                                      eos_token=getattr(tokenizer, "eos_token", None))
+    aliases = list(cfg.alias or [])
+    name = aliases[0] if aliases else current.name
+    return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,
+                               name=name)
