@@ -92,6 +92,11 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
         data = _read_bytes(config.value, "config", config.source, problems)
         if data is not None:
             toml_layer = TomlSource(data, config.value, tbl).read()
+            if not (toml_layer.settings or toml_layer.models or toml_layer.model_extras or toml_layer.problems):
+                # An editor's truncate-then-write reads as an empty file: refused, so the running one keeps serving.
+                problems.append(ConfigProblem("config", config.source, "the file sets no option (it is empty or "
+                                              "holds only comments; a truncated write reads like this); give it "
+                                              "at least one option, or drop --config", value=config.value))
     ini_files = []
     if read_config_ini:
         for path in config_ini_paths(env, system_config_dir):

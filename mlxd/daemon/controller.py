@@ -100,10 +100,8 @@ class Controller:
                 what = "the router"
             else:
                 self.notifier.status("loading model")
-                started = time.monotonic()
                 served = await self._load(desired)
                 if served is not None:
-                    log.info("model %s loaded in %.2f s", served.name, time.monotonic() - started)
                     what = served.name
                 self.serving.model = served
                 # A single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does that itself.
@@ -220,15 +218,12 @@ class Controller:
             if not self.serving.sleeping:
                 return
             if self.serving.model is None:
-                started = time.monotonic()
                 try:
-                    served = await self._load(self.resolved)
+                    served = await self._load(self.resolved, why=" again (woken by a request)")
                 except MlxdError as exc:
                     self._refuse("wake", str(exc), False)
                     raise
                 self.serving.model = served
-                log.info("model %s loaded again in %.2f s (woken by a request)",
-                         served.name if served else "none", time.monotonic() - started)
             self.serving.sleeping = False
             self.model_states.pop(name, None)
             self.events.publish("model", name=name, state="loaded")
@@ -311,11 +306,12 @@ class Controller:
                 log.error("%s: change refused: %s", trigger, line)
         return ChangeResult(False, self.generation, self.resolved.config_hash, (), (), dry_run, message)
 
-    async def _load(self, desired: ResolvedConfig) -> "ServedModel | None":
+    async def _load(self, desired: ResolvedConfig, why: str = "") -> "ServedModel | None":
         """Load the model ``desired`` names on a worker thread, recording its state as it goes."""
         label = model_label(desired.config)
         if label:
             self.model_state(label, "loading")
+        started = time.monotonic()
         try:
             served = await asyncio.to_thread(self.load_model, desired)
         except MlxdError as exc:
@@ -323,6 +319,7 @@ class Controller:
                 self.model_state(label, "failed", str(exc))
             raise
         if served is not None:
+            log.info("model %s loaded%s in %.2f s", served.name, why, time.monotonic() - started)
             self.model_states.pop(served.name, None)
             self.model_states.pop(label or served.name, None)
             self.events.publish("model", name=served.name, state="loaded")
