@@ -30,3 +30,11 @@ def dumps(payload: Any, *, separators: tuple[str, str] | None = COMPACT, indent:
         return json.dumps(payload, ensure_ascii=False, separators=separators, indent=indent, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere: encode again with them as null
         return json.dumps(finite(payload), ensure_ascii=False, separators=separators, indent=indent)
+
+
+def dumps_long_list(items: list[Any], chunk: int = 8192) -> str:
+    """A long list as JSON, encoded a chunk at a time: the C encoder holds the GIL for a whole call, so one call
+    over millions of items would stall every other thread (the event loop's included) for as long."""
+    if len(items) <= chunk:
+        return dumps(items)
+    return "[" + ",".join(dumps(items[i:i + chunk])[1:-1] for i in range(0, len(items), chunk)) + "]"

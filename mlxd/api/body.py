@@ -73,9 +73,35 @@ def parse_json(raw: bytes | str) -> Any:
         raise InvalidRequest(f"parse error: {exc}") from exc
 
 
+_PARSED = "parsed_body"
+
+
 def json_body(request: Request) -> Any:
-    """The request body as JSON (an empty body is malformed JSON, as in b10621)."""
-    return parse_json(request.body or b"")
+    """The request body as JSON (an empty body is malformed JSON, as in b10621), decoded once per request."""
+    parsed = getattr(request.ctx, _PARSED, None)
+    if parsed is None:
+        parsed = _decode(request.body or b"")
+        setattr(request.ctx, _PARSED, parsed)
+    value, error = parsed
+    if error is not None:
+        raise error
+    return value
+
+
+def _decode(raw: bytes) -> tuple[Any, InvalidRequest | None]:
+    try:
+        return parse_json(raw), None
+    except InvalidRequest as exc:
+        return None, exc
+
+
+async def decode_large_body(request: Request) -> None:
+    """Decode a large body on the offload pool ahead of the route, which then reads it from the request."""
+    from mlxd.api import offload
+
+    raw = request.body or b""
+    if len(raw) >= offload.INLINE_BYTES and getattr(request.ctx, _PARSED, None) is None:
+        setattr(request.ctx, _PARSED, await offload.run(_decode, raw))
 
 
 def json_object(request: Request) -> dict[str, Any]:
