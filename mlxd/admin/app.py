@@ -3,7 +3,6 @@ renderer of admin errors (``{"error": {"code", "message"}}`` with a stable code)
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -12,6 +11,7 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic import exceptions as sanic_exc
 from sanic.handlers import ErrorHandler
 
+from mlxd import json_out
 from mlxd.admin.auth import check_bearer
 from mlxd.admin.host import AdminHost, daemon_state
 from mlxd.errors import AdminError, MlxdError
@@ -22,7 +22,7 @@ JSON = "application/json"
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> HTTPResponse:
-    return HTTPResponse(json.dumps(payload, ensure_ascii=False), status=status, headers=headers, content_type=JSON)
+    return HTTPResponse(json_out.dumps(payload, separators=None), status=status, headers=headers, content_type=JSON)
 
 
 def error_response(code: str, message: str, status: int) -> HTTPResponse:

@@ -111,6 +111,15 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
     return prompt, encode(model.loaded.tokenizer, prompt.prompt, True)
 
 
+async def render_off_loop(request: Any, body: Mapping[str, Any], state: ServingState, model: ServedModel,
+                          messages: Any) -> tuple[ChatPrompt, list[int]]:
+    """``render`` on the offload pool when the request is large (a long conversation renders and tokenizes for a
+    while)."""
+    from mlxd.api import offload
+
+    return await offload.run(render, body, state, model, messages, size=len(request.body or b""))
+
+
 class ChatParser:
     """Generated text in, message diffs out (the engine's chat output parser, seen as the renderers need it)."""
 

@@ -6,7 +6,6 @@ large, timeouts) and anything unexpected arrive here too. A traceback is logged,
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -15,6 +14,7 @@ from sanic import HTTPResponse, Request
 from sanic import exceptions as sanic_exc
 from sanic.handlers import ErrorHandler
 
+from mlxd import json_out
 from mlxd.api.body import validation_message
 from mlxd.engine.chat.errors import ChatTemplateError
 from mlxd.errors import EngineError, MlxdError, RequestError
@@ -25,8 +25,8 @@ JSON_CONTENT_TYPE = "application/json; charset=utf-8"
 
 
 def dumps(payload: Any) -> str:
-    """Compact JSON with raw UTF-8, as b10621 writes it."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON with raw UTF-8 and non-finite numbers as null, as b10621 writes it."""
+    return json_out.dumps(payload)
 
 
 def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> HTTPResponse:

@@ -1,4 +1,5 @@
-"""What happens to every request before routing: CORS preflight, the loading gate, and the API key check.
+"""What happens to every request before routing: CORS preflight, the loading gate, the API key check, and a large
+body decoded off the event loop.
 
 The order is b10621's pre-routing handler: OPTIONS is answered at once (browsers send no credentials on a
 preflight), then nothing but 503 while no model is loaded, then the key check. Each response carries
@@ -14,6 +15,8 @@ from typing import Any, Iterable
 
 from sanic import HTTPResponse, Request, Sanic
 
+from mlxd.api import offload
+from mlxd.api.body import decode_large_body
 from mlxd.api.errors import loading, unauthorized
 from mlxd.api.state import ServingState
 
@@ -133,5 +136,19 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
         _, cors = derived.get(state.config)
         response.headers.setdefault("Access-Control-Allow-Origin", cors.allow_origin(request))
 
+    async def large_body(request: Request) -> None:
+        if len(request.body or b"") >= offload.LARGE_BYTES:
+            request.ctx.large_body = True
+        await decode_large_body(request)
+
+    async def after_large(request: Request, response: HTTPResponse | None = None) -> None:
+        # Response middleware runs when a stream's headers go out, the handler signal once it returned: a large
+        # request's memory is released after either (the release waits a moment and runs at most once at a time).
+        if getattr(request.ctx, "large_body", False):
+            offload.release_memory_soon()
+
     app.on_request(gate, priority=100)
+    app.on_request(large_body, priority=50)
     app.on_response(allow_origin, priority=100)
+    app.on_response(after_large, priority=50)
+    app.signal("http.handler.after")(after_large)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 from typing import Any
 
@@ -46,6 +47,8 @@ class Vocabulary:
         self.added = {i: t.content for i, t in self.tokenizer.get_added_tokens_decoder().items()}
         self.byte_level = isinstance(self.tokenizer.decoder, decoders.ByteLevel)
         self.size = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        self._lock = threading.Lock()
+        self._plain: Tokenizer | None = None
 
     def piece(self, token: int) -> bytes:
         """The bytes token ``token`` stands for (special tokens as their text)."""
@@ -64,12 +67,19 @@ class Vocabulary:
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
         """``text`` as ids; with ``parse_special`` off, special-token text is tokenized as plain text."""
-        saved = self.tokenizer.encode_special_tokens
-        self.tokenizer.encode_special_tokens = not parse_special
-        try:
-            return list(self.tokenizer.encode(text, add_special_tokens=add_special).ids)
-        finally:
-            self.tokenizer.encode_special_tokens = saved
+        tokenizer = self.tokenizer if parse_special else self._plain_text()
+        # encode_batch releases the GIL while the Rust side works (encode holds it): the loop keeps running.
+        return list(tokenizer.encode_batch([text], add_special_tokens=add_special)[0].ids)
+
+    def _plain_text(self) -> Tokenizer:
+        """A copy of the tokenizer that reads special-token text as plain text. A copy, because the switch is the
+        tokenizer's own state, and tokenizing runs on several threads (the offload pool, the model worker)."""
+        with self._lock:
+            if self._plain is None:
+                plain = Tokenizer.from_str(self.tokenizer.to_str())
+                plain.encode_special_tokens = True
+                self._plain = plain
+            return self._plain
 
     def tokenize_mixed(self, content: str | list[Any], *, add_special: bool, parse_special: bool) -> list[int]:
         """A string, or an array mixing strings and token ids (b10621's ``tokenize_mixed``)."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
+from mlxd.daemon.connections import ServingProtocol
 from mlxd.daemon.listen import Listener, bind, tls_context
 from mlxd.daemon.notify import Notifier
 from mlxd.errors import MlxdError
@@ -22,6 +24,9 @@ if TYPE_CHECKING:
     from mlxd.config import ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon")
+
+# How long requests ended by a drain get to write their in-band error before their connections close.
+FLUSH_SECONDS = 1.0
 
 
 class DaemonState(enum.Enum):
@@ -85,8 +90,17 @@ class Daemon:
         self.shutdown.set()
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> None:
+        def on_signal(sig: signal.Signals) -> None:
+            if self.shutdown.is_set():
+                # b10621's rule: a second SIGTERM/SIGINT ends the process at once, whatever is still running.
+                log.warning("received a second %s: terminating immediately", sig.name)
+                logging.shutdown()
+                os._exit(1)
+            log.info("received %s: shutting down", sig.name)
+            self.request_shutdown()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_shutdown)
+            loop.add_signal_handler(sig, on_signal, sig)
 
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
@@ -135,7 +149,7 @@ class Daemon:
         self._count_requests(app)
         sleep.install(app, self.serving)
         server = await app.create_server(sock=self._listener.sock, ssl=tls, access_log=False,
-                                         return_asyncio_server=True)
+                                         protocol=ServingProtocol, return_asyncio_server=True)
         if server is None:
             raise MlxdError("the HTTP server could not be created")
         await server.startup()
@@ -212,41 +226,66 @@ class Daemon:
             await asyncio.sleep(interval)
 
     def _count_requests(self, app) -> None:
+        """Count every request from its head to its last byte (a stream's included), and refuse new ones while
+        draining.
+
+        Response middleware runs when a stream's headers go out, so it cannot mark a stream's end; the count wraps
+        the app's whole request handler instead (through the connections' protocol), which returns once the handler and
+        its response are done.
+        """
         in_flight = self.in_flight
 
-        @app.on_request(priority=1000)
-        async def _enter(request) -> None:
-            in_flight.enter()
-            request.ctx.counted = True
+        def wrap(handle):
+            async def counted(request) -> None:
+                in_flight.enter()
+                try:
+                    await handle(request)
+                finally:
+                    in_flight.leave()
 
-        @app.on_response(priority=-1000)
-        async def _leave(request, response) -> None:
-            if getattr(request.ctx, "counted", False):
-                request.ctx.counted = False
-                in_flight.leave()
+            return counted
+
+        app.ctx.request_wrapper = wrap  # read by each connection of ServingProtocol as it opens
+
+        @app.on_request(priority=1000)
+        async def _refuse_while_draining(request):
+            if self.state is DaemonState.DRAINING:
+                from mlxd.api.errors import json_error
+
+                response = json_error(503, "the server is shutting down", "unavailable_error")
+                response.headers["Connection"] = "close"
+                return response
+            return None
 
     async def _drain(self, server) -> None:
-        """SIGTERM: stop accepting, let in-flight requests finish up to --shutdown-timeout, then free the models."""
+        """SIGTERM: stop accepting, let every in-flight request (streams to their last byte) finish within
+        --shutdown-timeout, end the rest with the in-band error, then free the models and exit."""
         self.state = DaemonState.DRAINING
         timeout = float(getattr(self.resolved.config, "shutdown_timeout", 30))
         self.notifier.stopping("draining")
         log.info("draining: %d request(s) in flight, waiting up to %.0f s", self.in_flight.count, timeout)
         if server.server:
             server.server.close()  # stop accepting; open connections keep being served
+        for connection in list(getattr(server, "connections", ())):
+            connection.close_if_idle()  # idle keep-alive connections would only bring new work
         if self.serving is not None and self.serving.pool is not None:
             self.serving.pool.end_streams()
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
-            log.warning("drain timed out with %d request(s) in flight; stopping anyway", self.in_flight.count)
+            log.warning("drain timed out with %d request(s) in flight; ending them", self.in_flight.count)
+        # Past the deadline the workers stop at once: what still runs gets the in-band error (a stream's last
+        # frame, or the error envelope), which the handlers get a moment to write before the sockets close.
         if self.controller is not None:
             await self.controller.close()  # a change in progress lands; replaced models are freed
         pool = self.serving.pool if self.serving else None
         if pool is not None:
-            await pool.close(timeout)
+            await pool.close(0.0)
         model = self.serving.model if self.serving else None
         if model is not None:
-            await asyncio.to_thread(model.worker.stop, 5.0)
+            await asyncio.to_thread(model.worker.stop, 0.0)
             log.info("model %s stopped", model.name)
+        if not drained and not await self.in_flight.wait_idle(FLUSH_SECONDS):
+            log.warning("%d request(s) still open after the in-band error; closing them", self.in_flight.count)
         await self._stop_server(server)
         self.state = DaemonState.STOPPED
         log.info("stopped")
@@ -263,7 +302,7 @@ class Daemon:
 
 
 async def _close(server) -> None:
-    """Stop a sanic server: no new connections, idle ones closed, its stop hooks run."""
+    """Stop a sanic server: no new connections, open ones closed, its stop hooks run."""
     await server.before_stop()
     task = server.close()
     if task is not None:
@@ -272,5 +311,6 @@ async def _close(server) -> None:
         except TimeoutError:
             pass
     for connection in list(server.connections):
-        connection.close_if_idle()
+        # By now every request had its time (the drain ran first): what remains is closed, busy or not.
+        connection.close()
     await server.after_stop()

@@ -6,10 +6,11 @@ The stream ends when the daemon starts draining, so a connected client never hol
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from sanic import Blueprint, Request
+
+from mlxd import json_out
 
 bp = Blueprint("admin_events")
 
@@ -18,7 +19,7 @@ KEEPALIVE_S = 15.0
 
 def frame(event: dict[str, Any]) -> str:
     """One SSE frame: ``id``, ``event`` (the type) and the event as JSON ``data``."""
-    return f"id: {event['id']}\nevent: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+    return f"id: {event['id']}\nevent: {event['type']}\ndata: {json_out.dumps(event, separators=None)}\n\n"
 
 
 @bp.get("/v1/events", ctx_kind="read")

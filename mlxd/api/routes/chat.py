@@ -7,7 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, controls, planning, sse, stream_sessions
+from mlxd.api import chat, controls, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -45,7 +45,7 @@ async def chat_completions(request: Request):
     state = serving(request)
     body = json_object(request)
     model = served_model(request)
-    prompt, tokens = chat.render(body, state, model, messages_of(body))
+    prompt, tokens = await chat.render_off_loop(request, body, state, model, messages_of(body))
     fields = chat.native_fields(body)
     # echo: the continued assistant message is repeated at the head of the answer.
     echo = chat.echoed_prefill(fields.pop("echo", None), body["messages"], prompt)
@@ -68,7 +68,8 @@ async def chat_completions(request: Request):
             settings = planning.generation_settings(p, chat_format=CHAT_FORMAT,
                                                     reasoning_format=prompt.reasoning_format)
             verbose = native_final(jobs[0].final, index=0, events=jobs[0].events, model=model.name,
-                                   prompt_text=detokenize(model.loaded.tokenizer, tokens), settings=settings,
+                                   prompt_text=await offload.run(detokenize, model.loaded.tokenizer, tokens,
+                                                                 size=4 * len(tokens)), settings=settings,
                                    opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
         return json_response(oai.chat_completion(env, choices, _usage(jobs), jobs[-1].final.timings
                                                  if jobs[-1].final else None, verbose))
@@ -122,5 +123,5 @@ async def chat_input_tokens(request: Request):
     state = serving(request)
     body = json_object(request)
     model = served_model(request)
-    _, tokens = chat.render(body, state, model, messages_of(body))
+    _, tokens = await chat.render_off_loop(request, body, state, model, messages_of(body))
     return json_response({"input_tokens": len(tokens)})

@@ -8,7 +8,7 @@ from typing import Any
 from sanic import Blueprint, Request
 
 from mlxd import __version__
-from mlxd.api import constraints, planning, sse, stream_sessions
+from mlxd.api import constraints, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -29,18 +29,20 @@ def fingerprint(request: Request) -> str:
     return str(info.get("fingerprint") or f"mlxd-{__version__}")
 
 
-def _native_final(job: gen.Job, p: planning.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
+async def _native_final(job: gen.Job, p: planning.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:
     assert job.final is not None
-    return native_final(job.final, index=job.index, events=job.events, model=model.name,
-                        prompt_text=detokenize(model.loaded.tokenizer, job.prompt_tokens), settings=settings,
-                        opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
+    # The prompt's text is as long as the prompt: detokenized off the loop when that is long.
+    prompt_text = await offload.run(detokenize, model.loaded.tokenizer, job.prompt_tokens,
+                                    size=4 * len(job.prompt_tokens))
+    return native_final(job.final, index=job.index, events=job.events, model=model.name, prompt_text=prompt_text,
+                        settings=settings, opts=p.opts, n_probs=p.n_probs, post_sampling=p.post_sampling)
 
 
 async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], Any, planning.Plan]:
     state = serving(request)
     body = json_object(request)
     model = served_model(request)
-    prompts = tokenize_prompts(model.loaded.tokenizer, body)
+    prompts = await offload.run(tokenize_prompts, model.loaded.tokenizer, body, size=len(request.body or b""))
     p = planning.plan(body, state, model, prompts)
     return body, model, await constraints.constrain(p, body, state, model, chat=openai)
 
@@ -63,7 +65,7 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
     sends partial objects and ends with the final one, with no ``[DONE]``."""
     if not p.opts.stream:
         await gen.run(jobs)
-        results = [_native_final(job, p, model, settings) for job in jobs]
+        results = [await _native_final(job, p, model, settings) for job in jobs]
         return json_response(results[0] if len(results) == 1 else results)
 
     stream = await gen.started(jobs)
@@ -71,7 +73,7 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
     async def frames() -> AsyncIterator[str]:
         async for job, ev in stream:
             if isinstance(ev, FinalEvent):
-                yield sse.data(_native_final(job, p, model, settings))
+                yield sse.data(await _native_final(job, p, model, settings))
             elif isinstance(ev, ProgressEvent):
                 yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens)))
             else:
@@ -117,7 +119,7 @@ async def completions_oai(request: Request):
         verbose = None
         if p.opts.verbose:
             settings = planning.generation_settings(p)
-            verbose = _native_final(jobs[0], p, model, settings)
+            verbose = await _native_final(jobs[0], p, model, settings)
         return json_response(oai.text_completion(env, choices, _usage(jobs), jobs[-1].final.timings
                                                  if jobs[-1].final else None, verbose))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
+from mlxd.api import offload
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -75,7 +76,8 @@ async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
     else:
         raise InvalidRequest(NO_INPUT)
     use_base64 = _encoding_format(body)
-    inputs = tokenize_prompts(model.loaded.tokenizer, {"prompt": prompt})
+    inputs = await offload.run(tokenize_prompts, model.loaded.tokenizer, {"prompt": prompt},
+                               size=len(request.body or b""))
     if any(not tokens for tokens in inputs):
         raise InvalidRequest(EMPTY_INPUT)
     embd_normalize = _embd_normalize(body, int(getattr(serving(request).config, "embd_normalize", 2)))

@@ -63,9 +63,14 @@ def read_number(fields: Mapping[str, Any], names: tuple[str, ...], default: Any,
     raw = fields[name]
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise _fail(name, _type_error("number", raw))
-    value: int | float = math.trunc(raw) if is_int and isinstance(raw, float) and math.isfinite(raw) else raw
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise _fail(name, f"number overflow: {raw}")
+    value: int | float = math.trunc(raw) if is_int and isinstance(raw, float) else raw
     if not is_int:
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past the double range (more than 308 digits)
+            raise _fail(name, "number overflow: the value is outside the range of a double") from None
     if limits is None:
         return value
     low, high = limits
@@ -194,7 +199,10 @@ def _bias(value: Any) -> float | None:
     if value is False:
         return -math.inf
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past the double range (more than 308 digits)
+            raise _fail("logit_bias", "number overflow: a bias is outside the range of a double") from None
     return None
 
 

@@ -1,0 +1,84 @@
+"""Model-sized work off the event loop: tokenizing, detokenizing, template rendering and JSON of large bodies run
+on a small bounded pool of threads, so one 10 MB request never stalls ``/health`` or the other streams.
+
+Small inputs (under ``INLINE_BYTES``) run inline: a thread hop costs more than tokenizing a chat turn. After a large
+body, the process hands freed memory back to the system (``release_memory``), since glibc keeps what a burst of
+large allocations grew its heap to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import functools
+import gc
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+log = logging.getLogger("mlxd.api")
+
+T = TypeVar("T")
+
+INLINE_BYTES = 64 * 1024
+# A body this large is followed by a memory release once its request ends.
+LARGE_BYTES = 1024 * 1024
+WORKERS = max(2, min(4, os.cpu_count() or 2))
+RELEASE_DELAY_S = 0.5
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def pool() -> ThreadPoolExecutor:
+    """The process's pool (made on first use; its threads are daemons and need no shutdown)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mlxd-offload")
+        return _pool
+
+
+async def run(fn: Callable[..., T], /, *args: Any, size: int | None = None, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` on the pool; inline when ``size`` (the input's bytes) is known to be small."""
+    if size is not None and size < INLINE_BYTES:
+        return fn(*args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(pool(), functools.partial(fn, *args, **kwargs))
+
+
+def _malloc_trim() -> Callable[[], None] | None:
+    """glibc's ``malloc_trim(0)``: gives free heap pages back to the system (Linux; absent elsewhere)."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0) and None
+
+
+_trim = _malloc_trim()
+_release_pending = False
+
+
+def _release() -> None:
+    global _release_pending
+    _release_pending = False
+    gc.collect()  # large token lists sit in reference cycles of request objects until a collection
+    if _trim is not None:
+        _trim()
+
+
+def release_memory_soon() -> None:
+    """After a large request: collect and trim on the pool shortly, at most one release pending at a time."""
+    global _release_pending
+    if _release_pending:
+        return
+    _release_pending = True
+    loop = asyncio.get_running_loop()
+    loop.call_later(RELEASE_DELAY_S, lambda: loop.run_in_executor(pool(), _release))
