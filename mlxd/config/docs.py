@@ -53,7 +53,8 @@ string. `[models.NAME]` tables hold per-model overlays for router mode.
 ctx-size = 8192
 n-gpu-layers = "all"
 api-key = ["key-one", "key-two"]
-admin-listen = "127.0.0.1:8081"
+admin-listen = "127.0.0.1:8081"              # a TCP admin listener needs a token
+admin-token-file = "/etc/mlxd/admin.token"
 
 [models.qwen3]
 model = "/srv/models/Qwen3-0.6B"
@@ -69,8 +70,16 @@ or env names, matched exactly. A negative spelling as a key inverts its value (`
 
 ## Commands
 
-- `mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]`: every option's value and source.
-- `mlxd config check FILE`: validate a TOML or presets file.
+- `mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]`: every option's value and source (a
+  configuration that `config check` refuses is refused here too).
+- `mlxd config check [FILE] [--config FILE] [-- ARGS...]`: refuse what `mlxd serve` with the same files, arguments
+  and environment refuses, short of binding its sockets and reading weights, with the same messages (FILE is a TOML
+  file, read as `--config`, or a presets file, read as `--models-preset`). Beyond the options themselves it checks
+  the log file, `--cpu-blas`, the admin listener's address and token, `--api-key-file`, the TLS files, the chat
+  template (a name resolves as the model's load resolves it), the LoRA adapters, and the model: a local checkpoint
+  (its `config.json` against the embedding and RoPE options), a cached snapshot, or a repository that may be
+  downloaded. Whether a port or socket is free is only known when binding, and a router's models are checked as
+  each one loads.
 - `mlxd config dump [--all] [--config FILE] [-- ARGS...]`: the resolved configuration as TOML.
 - `mlxd config from-args -- ARGS...`: a llama-server command line as TOML.
 - `mlxd compat report`: the b10621 compat manifest by state.
