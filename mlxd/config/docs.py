@@ -43,6 +43,23 @@ files and environment < the presets file's `[*]` section < the model's own entry
 < its preset section, then its TOML `[models.NAME]` table) < the router's explicit command-line flags (except
 `--api-key`, `--alias`, `--models-*`, `-m`, `-hf`, `--mmproj` and the SSL files).
 
+Every rule is numbered in [precedence.md](precedence.md), which the code cites. A default can follow from another
+option: with a TOML file and no explicit `watch-config`, the file is watched, and provenance says
+`default:--config`.
+
+### Why the sources are not pydantic-settings sources
+
+pydantic-settings merges one dictionary of field values per source in a fixed priority order. mlxd needs two
+things that protocol does not carry. Provenance per value: every resolved value says which source, file and line
+(or variable, or spelling) set it, for `config explain`, the admin API and error messages; a settings source returns
+values only. And b10621's rules, which are not a fixed-priority merge of dictionaries: the environment's and the
+command line's lists of an appending option add up instead of one replacing the other, a value-less flag fires from
+the environment only for a truthy word, the mere existence of `LLAMA_ARG_NO_X` turns an option off, a presets key
+spelled negatively inverts its value while the `LLAMA_ARG_NO_X` key does not, and in router mode the environment
+sits below the presets while the router's command line sits above them. So each source is a small class of mlxd's
+own that returns each value with its source, layering applies those rules, and pydantic validates the result into
+the frozen `Config`. pydantic-settings is therefore not a dependency.
+
 ## The TOML file
 
 Keys are option names, or any other spelling without its dashes (`c = 4096`, `no-jinja = true`); they are matched
