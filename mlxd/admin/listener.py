@@ -36,9 +36,9 @@ class AdminEndpoint:
         return self.address.port or 0
 
 
-def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
-    """The admin endpoint the configuration asks for; None when turned off (``--admin-listen off``) or when the
-    default socket already belongs to another running daemon. Raises ConfigError for an unusable setting."""
+def admin_address(cfg: Any, env: Mapping[str, str]) -> tuple[AdminAddress, str | None] | None:
+    """The address and token the configuration asks for, None when turned off (``--admin-listen off``); raises
+    ConfigError for an unusable setting. Reads only the token file, so ``mlxd config check`` can call it."""
     text = cfg.admin_listen
     if text is not None and text.strip().lower() in DISABLED:
         return None
@@ -47,11 +47,21 @@ def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
     if not address.is_unix and token is None:
         raise ConfigError([ConfigProblem("admin-listen", None, "a TCP admin listener requires --admin-token-file",
                                          str(address))])
+    return address, token
+
+
+def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
+    """The admin endpoint the configuration asks for; None when turned off (``--admin-listen off``) or when the
+    default socket already belongs to another running daemon. Raises ConfigError for an unusable setting."""
+    wanted = admin_address(cfg, env)
+    if wanted is None:
+        return None
+    address, token = wanted
     if address.is_unix:
         path = str(address.unix_path)
-        prepare_socket_dir(path, create=text is None)
+        prepare_socket_dir(path, create=cfg.admin_listen is None)
         if socket_in_use(path):
-            if text is not None:
+            if cfg.admin_listen is not None:
                 raise ConfigError([ConfigProblem("admin-listen", None, "another process is listening there", path)])
             log.warning("admin listener not started: %s belongs to another running mlxd; pass --admin-listen", path)
             return None

@@ -43,6 +43,23 @@ files and environment < the presets file's `[*]` section < the model's own entry
 < its preset section, then its TOML `[models.NAME]` table) < the router's explicit command-line flags (except
 `--api-key`, `--alias`, `--models-*`, `-m`, `-hf`, `--mmproj` and the SSL files).
 
+Every rule is numbered in [precedence.md](precedence.md), which the code cites. A default can follow from another
+option: with a TOML file and no explicit `watch-config`, the file is watched, and provenance says
+`default:--config`.
+
+### Why the sources are not pydantic-settings sources
+
+pydantic-settings merges one dictionary of field values per source in a fixed priority order. mlxd needs two
+things that protocol does not carry. Provenance per value: every resolved value says which source, file and line
+(or variable, or spelling) set it, for `config explain`, the admin API and error messages; a settings source returns
+values only. And b10621's rules, which are not a fixed-priority merge of dictionaries: the environment's and the
+command line's lists of an appending option add up instead of one replacing the other, a value-less flag fires from
+the environment only for a truthy word, the mere existence of `LLAMA_ARG_NO_X` turns an option off, a presets key
+spelled negatively inverts its value while the `LLAMA_ARG_NO_X` key does not, and in router mode the environment
+sits below the presets while the router's command line sits above them. So each source is a small class of mlxd's
+own that returns each value with its source, layering applies those rules, and pydantic validates the result into
+the frozen `Config`. pydantic-settings is therefore not a dependency.
+
 ## The TOML file
 
 Keys are option names, or any other spelling without its dashes (`c = 4096`, `no-jinja = true`); they are matched
@@ -53,7 +70,8 @@ string. `[models.NAME]` tables hold per-model overlays for router mode.
 ctx-size = 8192
 n-gpu-layers = "all"
 api-key = ["key-one", "key-two"]
-admin-listen = "127.0.0.1:8081"
+admin-listen = "127.0.0.1:8081"              # a TCP admin listener needs a token
+admin-token-file = "/etc/mlxd/admin.token"
 
 [models.qwen3]
 model = "/srv/models/Qwen3-0.6B"
@@ -69,8 +87,16 @@ or env names, matched exactly. A negative spelling as a key inverts its value (`
 
 ## Commands
 
-- `mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]`: every option's value and source.
-- `mlxd config check FILE`: validate a TOML or presets file.
+- `mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]`: every option's value and source (a
+  configuration that `config check` refuses is refused here too).
+- `mlxd config check [FILE] [--config FILE] [-- ARGS...]`: refuse what `mlxd serve` with the same files, arguments
+  and environment refuses, short of binding its sockets and reading weights, with the same messages (FILE is a TOML
+  file, read as `--config`, or a presets file, read as `--models-preset`). Beyond the options themselves it checks
+  the log file, `--cpu-blas`, the admin listener's address and token, `--api-key-file`, the TLS files, the chat
+  template (a name resolves as the model's load resolves it), the LoRA adapters, and the model: a local checkpoint
+  (its `config.json` against the embedding and RoPE options), a cached snapshot, or a repository that may be
+  downloaded. Whether a port or socket is free is only known when binding, and a router's models are checked as
+  each one loads.
 - `mlxd config dump [--all] [--config FILE] [-- ARGS...]`: the resolved configuration as TOML.
 - `mlxd config from-args -- ARGS...`: a llama-server command line as TOML.
 - `mlxd compat report`: the b10621 compat manifest by state.

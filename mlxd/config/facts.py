@@ -309,7 +309,7 @@ MLXD_HELP = {
     "admin-listen": "admin listener: unix:PATH, HOST:PORT (needs --admin-token-file) or off (default: unix socket "
                     "$XDG_RUNTIME_DIR/mlxd/admin.sock, /run/mlxd/admin.sock for root, else /tmp/mlxd-$UID/admin.sock)",
     "admin-token-file": "file holding the bearer token the admin listener requires",
-    "watch-config": "reload when the TOML file or the presets file changes",
+    "watch-config": "reload when the TOML file or the presets file changes (default: on when --config is given)",
     "model-store-root": "Hugging Face cache directory that --hf-repo downloads go to and router mode lists "
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",

@@ -34,6 +34,9 @@ from mlxd.errors import ConfigError, ConfigProblem
 ROUTER_RESERVED = frozenset({"ssl-key-file", "ssl-cert-file", "api-key", "models-dir", "models-max",
                              "models-preset", "models-autoload", "model", "mmproj", "alias", "hf-repo"})
 
+# mlxd's defaults that depend on another option: name -> (the option, the default while that option is set).
+DEPENDENT_DEFAULTS: dict[str, tuple[str, Any]] = {"watch-config": ("config", True)}
+
 
 @dataclass
 class Sources:
@@ -180,11 +183,16 @@ def layer(sources: Sources) -> ResolvedConfig:
 
 
 def _derive(settings: dict[str, Setting]) -> dict[str, Setting]:
-    """b10621's derived defaults: with --tools and no explicit --cors-origins, CORS origins become ``localhost``
-    (precedence.md rule 1.12). Provenance ``derived:`` names the option that caused it."""
+    """Values that follow from other options. b10621's: with --tools and no explicit --cors-origins, CORS origins
+    become ``localhost`` (precedence.md rule 1.12), provenance ``derived:`` and the source of the option that caused
+    it. mlxd's own defaults that depend on another option keep ``default:`` and that option's name: with a TOML
+    file (``--config``) and no explicit --watch-config, the file is watched (``default:--config``)."""
     tools = settings["tools"]
     if tools.value and settings["cors-origins"].source == "default":
         settings["cors-origins"] = Setting("localhost", f"derived:{tools.source}")
+    for name, (cause, value) in DEPENDENT_DEFAULTS.items():
+        if settings[cause].value and settings[name].source == "default":
+            settings[name] = Setting(value, f"default:--{cause}")
     return settings
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 import tomli_w
 
+from mlxd.config.layering import DEPENDENT_DEFAULTS
 from mlxd.config.model import Config
 from mlxd.config.options import OptionSpec, table
 from mlxd.config.resolved import ResolvedConfig
+from mlxd.config.values import is_default
 
 REDACTED = "<redacted>"
 
@@ -45,7 +47,7 @@ def _text_value(value: Any) -> str:
 def explain_text(resolved: ResolvedConfig) -> str:
     """One line per option: ``name = value  (source)``, explicitly set options first."""
     lines = [f"# config hash {resolved.config_hash}", f"# mode: {'router' if resolved.is_router else 'single model'}"]
-    specs = sorted(table(), key=lambda s: resolved.provenance[s.name] == "default")
+    specs = sorted(table(), key=lambda s: is_default(resolved.provenance[s.name]))
     for spec in specs:
         value = shown(spec, getattr(resolved.config, spec.field))
         lines.append(f"{spec.name} = {_text_value(value)}  ({resolved.provenance[spec.name]})")
@@ -60,15 +62,24 @@ def explain_text(resolved: ResolvedConfig) -> str:
 
 
 def toml_values(config: Config, *, only: set[str] | None = None, all_values: bool = False,
-                secrets: bool = False, base: Config | None = None) -> dict[str, Any]:
+                secrets: bool = False, base: Config | None = None,
+                provenance: dict[str, str] | None = None) -> dict[str, Any]:
     """The TOML document of a Config: values that differ from the default (or from ``base``), all with
-    ``all_values``, only the names in ``only`` when given. None (unset) has no TOML form and is left out."""
+    ``all_values``, only the names in ``only`` when given. None (unset) has no TOML form and is left out.
+
+    With ``provenance``, an option whose default depends on another one (``watch-config``, on with a TOML file) is
+    written when a source set it and left out when it holds its default: the file is read with that other default.
+    """
     out: dict[str, Any] = {}
     for spec in table():
         if spec.name == "config" or (only is not None and spec.name not in only):
             continue
         value = getattr(config, spec.field)
         reference = getattr(base, spec.field) if base is not None else spec.default
+        if provenance is not None and spec.name in DEPENDENT_DEFAULTS and not all_values and only is None:
+            if not is_default(provenance[spec.name]) and value is not None:
+                out[spec.name] = value
+            continue
         if value is None or (not all_values and only is None and value == reference):
             continue
         out[spec.name] = shown(spec, value) if not secrets else value
@@ -78,7 +89,7 @@ def toml_values(config: Config, *, only: set[str] | None = None, all_values: boo
 def dump_toml(resolved: ResolvedConfig, *, all_values: bool = False, secrets: bool = False) -> str:
     """The resolved configuration as TOML (tomli-w); router models as ``[models.NAME]`` tables of what differs
     from the base."""
-    doc = toml_values(resolved.config, all_values=all_values, secrets=secrets)
+    doc = toml_values(resolved.config, all_values=all_values, secrets=secrets, provenance=resolved.provenance)
     if resolved.models:
         doc["models"] = {name: toml_values(m.config, secrets=secrets, base=resolved.config)
                          for name, m in resolved.models.items()}

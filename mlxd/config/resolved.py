@@ -9,7 +9,7 @@ from typing import Any
 
 from mlxd.config.model import Config
 from mlxd.config.options import field_name, table
-from mlxd.config.values import Setting
+from mlxd.config.values import Setting, is_default
 
 
 def config_hash(config: Config) -> str:
@@ -33,14 +33,15 @@ class ModelResolved:
     extras: dict[str, Any] = field(default_factory=dict)  # load-on-startup, stop-timeout, dedup-cache-models
 
     def explicit(self, name: str) -> bool:
-        return self.provenance[name] != "default"
+        return not is_default(self.provenance[name])
 
 
 @dataclass(frozen=True)
 class ResolvedConfig:
     """A resolved configuration. ``provenance[name]`` is ``default``, ``ini:PATH:LINE``, ``toml:PATH:LINE``,
     ``env:NAME``, ``cli:SPELLING``, ``preset:[SECTION]``, ``admin``; for a router model's path also ``store`` or
-    ``models-dir:PATH``; for a value b10621 derives from another option, ``derived:<that option's source>``."""
+    ``models-dir:PATH``; for a value b10621 derives from another option, ``derived:<that option's source>``; for an
+    mlxd default that depends on another option, ``default:--OPTION``."""
 
     config: Config
     provenance: dict[str, str]
@@ -52,8 +53,9 @@ class ResolvedConfig:
     sources: Any = field(default=None, repr=False, compare=False)
 
     def explicit(self, name: str) -> bool:
-        """Whether option ``name`` was set by some source rather than left at its default."""
-        return self.provenance[name] != "default"
+        """Whether option ``name`` was set by some source rather than left at its default (or at a default that
+        follows from another option, ``default:--config``)."""
+        return not is_default(self.provenance[name])
 
     @property
     def files(self) -> tuple[str, ...]:

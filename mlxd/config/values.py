@@ -30,6 +30,12 @@ class Setting:
     source: str
 
 
+def is_default(source: str) -> bool:
+    """Whether a provenance names no source that set the option: ``default``, or a default that depends on another
+    option (``default:--config``)."""
+    return source == "default" or source.startswith("default:")
+
+
 class BadValue(ValueError):
     """A value outside an option's type or domain; the message says what was expected."""
 

@@ -57,11 +57,18 @@ def _dispatch(module_name: str, what: str, argv: list[str]) -> int:
     return int(entry(argv))
 
 
-def _resolve(args: list[str], config: str | None) -> ResolvedConfig:
-    """The configuration as the daemon would serve it: in router mode, with the model store's models."""
+def _resolve(args: list[str], config: str | None, *, preflight: bool = False) -> ResolvedConfig:
+    """The configuration as the daemon would serve it: in router mode, with the model store's models; with
+    ``preflight``, refused as ``serve`` refuses it (mlxd.daemon.preflight)."""
     from mlxd.daemon.discovery import resolve_serving
 
-    return resolve_serving((["--config", config] if config else []) + args, dict(os.environ))
+    env = dict(os.environ)
+    resolved = resolve_serving((["--config", config] if config else []) + args, env)
+    if preflight:
+        from mlxd.daemon.preflight import preflight as check
+
+        check(resolved, env)
+    return resolved
 
 
 def _config_parser() -> argparse.ArgumentParser:
@@ -70,8 +77,9 @@ def _config_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="the resolved configuration with each value's source")
     explain.add_argument("--config", help="TOML configuration file")
     explain.add_argument("--format", choices=("text", "json"), default="text")
-    check = sub.add_parser("check", help="validate a TOML file or a presets INI file")
-    check.add_argument("file")
+    check = sub.add_parser("check", help="refuse what serve refuses, short of binding and reading weights")
+    check.add_argument("file", nargs="?", help="a TOML file (as --config) or a presets INI file (as --models-preset)")
+    check.add_argument("--config", help="TOML configuration file")
     dump = sub.add_parser("dump", help="the resolved configuration as TOML")
     dump.add_argument("--config", help="TOML configuration file")
     dump.add_argument("--all", action="store_true", help="every option, not only those that differ from the default")
@@ -85,11 +93,11 @@ def _config_command(argv: list[str]) -> int:
 
     own, rest = _split_dashdash(argv)
     args = _config_parser().parse_args(own)
+    if args.command == "check":
+        return _check(args.file, args.config, rest)
     if args.command == "explain":
-        resolved = _resolve(rest, args.config)
+        resolved = _resolve(rest, args.config, preflight=True)
         text = render.explain_json(resolved) if args.format == "json" else render.explain_text(resolved)
-    elif args.command == "check":
-        return _check(args.file)
     elif args.command == "dump":
         resolved = _resolve(rest, args.config)
         text = render.dump_toml(resolved, all_values=args.all, secrets=args.show_secrets)
@@ -103,15 +111,23 @@ def _config_command(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _check(file: str) -> int:
-    from mlxd.config import resolve
-
-    path = Path(file)
-    if not path.is_file():
-        return _report([ConfigProblem(None, file, "no such file")])
-    option = "--config" if _looks_like_toml(path) else "--models-preset"
-    resolve([option, file], {}, read_config_ini=False)
-    print(f"{file}: ok ({'TOML' if option == '--config' else 'presets INI'})")
+def _check(file: str | None, config: str | None, rest: list[str]) -> int:
+    """``mlxd config check [FILE] [--config FILE] [-- ARGS]``: what ``mlxd serve`` with those files and arguments
+    (and this environment) would refuse before binding a socket or reading a weight, with the same messages."""
+    args = list(rest)
+    what, kind = "configuration", ""
+    if file is not None:
+        path = Path(file)
+        if not path.is_file():
+            return _report([ConfigProblem(None, file, "no such file")])
+        is_toml = _looks_like_toml(path)
+        args = ["--config" if is_toml else "--models-preset", file, *args]
+        what, kind = file, "TOML" if is_toml else "presets INI"
+    resolved = _resolve(args, config, preflight=True)
+    for warning in resolved.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    mode = f"router, {len(resolved.models)} model(s)" if resolved.is_router else "single model"
+    print(f"{what}: ok ({', '.join(filter(None, (kind, mode)))})")
     return EXIT_OK
 
 
@@ -152,7 +168,7 @@ def _usage() -> str:
     return ("usage: mlxd {serve|config|compat|dev|admin} ...\n"
             "  mlxd serve LLAMA_SERVER_ARGS...        run the server (same options as mlxd-server)\n"
             "  mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]\n"
-            "  mlxd config check FILE                 validate a TOML or presets INI file\n"
+            "  mlxd config check [FILE] [--config FILE] [-- ARGS...]\n"
             "  mlxd config dump [--all] [--config FILE] [-- ARGS...]\n"
             "  mlxd config from-args -- ARGS...       a llama-server command line as TOML\n"
             "  mlxd compat report                     the b10621 compat manifest by state and kind\n"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -102,15 +103,29 @@ class _Formatter(logging.Formatter):
         return f"{color}{line}\033[0m" if color else line
 
 
-def _open_log_file(path: str) -> logging.Handler:
-    """Open --log-file for appending: created 0600, symlinks and directories refused."""
+def check_log_file(path: str) -> None:
+    """What opening --log-file would refuse, found without creating it (the daemon's preflight)."""
+    _refuse_link_or_dir(path)
+    exists = os.path.lexists(path)
+    target = path if exists else (os.path.dirname(path) or ".")
+    if not os.access(target, os.W_OK if exists else os.W_OK | os.X_OK):
+        reason = errno.EACCES if exists or os.path.isdir(target) else errno.ENOENT
+        raise ConfigError([ConfigProblem("log-file", None, f"cannot open: {os.strerror(reason)}", path)])
+
+
+def _refuse_link_or_dir(path: str) -> None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        st = None
-    if st is not None and (stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
         kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "a directory"
         raise ConfigError([ConfigProblem("log-file", None, f"refusing to log to {kind}", path)])
+
+
+def _open_log_file(path: str) -> logging.Handler:
+    """Open --log-file for appending: created 0600, symlinks and directories refused."""
+    _refuse_link_or_dir(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     except OSError as exc:

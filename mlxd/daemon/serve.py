@@ -6,9 +6,14 @@ import asyncio
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, cast
 
 from mlxd.daemon.logs import LogSettings, configure_logging
 from mlxd.errors import ConfigError, MlxdError
+
+if TYPE_CHECKING:
+    from mlxd.config import Config
+    from mlxd.engine.blas import BlasMode, BlasReport
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -17,7 +22,7 @@ EXIT_FAILURE = 1
 EXIT_CONFIG = 2
 
 
-def log_settings(cfg) -> LogSettings:
+def log_settings(cfg: Config) -> LogSettings:
     """The logging part of a Config, with every secret the process knows of."""
     secrets: list[str] = list(cfg.api_key or [])
     if cfg.hf_token:
@@ -28,7 +33,7 @@ def log_settings(cfg) -> LogSettings:
                 secrets += [line.strip() for line in fh if line.strip() and not line.startswith("#")]
         except OSError:
             pass
-    token_file = getattr(cfg, "admin_token_file", None)
+    token_file = cfg.admin_token_file
     if token_file:
         try:
             with open(token_file, encoding="utf-8") as fh:
@@ -50,29 +55,32 @@ def _print_problems(exc: ConfigError) -> None:
 def main(argv: list[str]) -> int:
     """Serve with a llama-server command line; returns the exit status."""
     from mlxd.daemon.discovery import resolve_serving
+    from mlxd.daemon.preflight import preflight
+
+    env = dict(os.environ)
+    chosen: list[BlasReport] = []
+
+    def setup(cfg: Config) -> None:
+        configure_logging(log_settings(cfg))
+        # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
+        from mlxd.engine.blas import preload
+
+        chosen.append(preload(cast("BlasMode", cfg.cpu_blas)))
 
     try:
-        resolved = resolve_serving(argv, dict(os.environ))
-        cfg = resolved.config
-        configure_logging(log_settings(cfg))
+        resolved = resolve_serving(argv, env)
+        # Everything `mlxd config check` checks, before a socket is bound or a weight is read.
+        preflight(resolved, env, setup=lambda: setup(resolved.config))
     except ConfigError as exc:
         _print_problems(exc)
         return EXIT_CONFIG
-
-    # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
-    from mlxd.engine.blas import preload
-
-    try:
-        blas = preload(cfg.cpu_blas)
-    except MlxdError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+    [blas] = chosen
 
     from mlxd.daemon.loading import load_served_model
     from mlxd.daemon.server import Daemon
 
     daemon = Daemon(resolved, load_model=load_served_model, log_settings=log_settings, argv=argv,
-                    env=dict(os.environ), build_info={"cpu_blas": blas.chosen})
+                    env=env, build_info={"cpu_blas": blas.chosen})
     try:
         return asyncio.run(daemon.serve())
     except ConfigError as exc:

@@ -204,8 +204,7 @@ class Daemon:
 
         cfg = self.resolved.config
         paths = [p for p in (cfg.config, cfg.models_preset) if p]
-        wanted = cfg.watch_config if self.resolved.explicit("watch-config") else bool(cfg.config)
-        if not wanted or not paths or self.controller is None:
+        if not cfg.watch_config or not paths or self.controller is None:
             return None
         controller = self.controller
 

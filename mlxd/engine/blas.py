@@ -101,9 +101,7 @@ def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
     path = find_openblas()
     if path is None:
         if mode == "system":
-            raise EngineError(
-                "cpu-blas system: no OpenBLAS library found (install libopenblas0-pthread or use --cpu-blas auto)"
-            )
+            raise _no_openblas()
         return BlasReport(mode, "bundled", None, "no system OpenBLAS found")
     if threads is not None:
         os.environ["OPENBLAS_NUM_THREADS"] = str(threads)
@@ -116,6 +114,20 @@ def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
             raise EngineError(f"cpu-blas system: cannot load {path}: {exc}") from exc
         return BlasReport(mode, "bundled", None, f"cannot load {path}: {exc}")
     return BlasReport(mode, "system", path, "system OpenBLAS loaded ahead of mlx", threads, _thread_timeout())
+
+
+def check(mode: str) -> None:
+    """What ``preload`` would refuse for ``mode``, decided without loading anything (``mlxd config check``)."""
+    if mode not in ("auto", "system", "bundled"):
+        raise EngineError(f"cpu-blas: unknown mode {mode!r}; choose auto, system or bundled")
+    if mode == "system" and sys.platform == "linux" and not _has_cuda_backend() and find_openblas() is None:
+        raise _no_openblas()
+
+
+def _no_openblas() -> EngineError:
+    return EngineError(
+        "cpu-blas system: no OpenBLAS library found (install libopenblas0-pthread or use --cpu-blas auto)"
+    )
 
 
 def _thread_timeout() -> int | None:

@@ -67,15 +67,24 @@ def fetch(repo_id: str, *, offline: bool, hf_token: str | None, store_root: str 
     Raises :class:`EngineError` naming the repository and the cause. The token is passed to the hub and
     nowhere else.
     """
-    snapshot = cached_snapshot(repo_id, store_root)
+    snapshot = cached_or_downloadable(repo_id, offline=offline, store_root=store_root)
     if snapshot is not None:
         log.info("model %s: using the cached snapshot %s", repo_id, snapshot)
+        return snapshot
+    return _download(repo_id, hf_token=hf_token, store_root=store_root)
+
+
+def cached_or_downloadable(repo_id: str, *, offline: bool, store_root: str | Path | None) -> Path | None:
+    """What ``fetch`` decides before any download: the cached snapshot, or None when a download is allowed;
+    raises :class:`EngineError` when the snapshot is absent and downloads are forbidden."""
+    snapshot = cached_snapshot(repo_id, store_root)
+    if snapshot is not None:
         return snapshot
     where = f" under {store_root}" if store_root else ""
     if offline or env_offline():
         why = "--offline" if offline else "HF_HUB_OFFLINE"
         raise EngineError(f"model {repo_id}: not in the local cache{where}, and {why} forbids downloading it")
-    return _download(repo_id, hf_token=hf_token, store_root=store_root)
+    return None
 
 
 def _download(repo_id: str, *, hf_token: str | None, store_root: str | Path | None) -> Path:

@@ -55,8 +55,34 @@ def resolve_model_source(
     MODEL is an existing directory, an ``owner/name`` repo id, or a bare name meaning ``mlx-community/NAME``.
     GGUF files and GGUF repositories are refused before anything is read or downloaded.
     """
+    source = locate_model_source(model, hf_repo, offline=offline, store_root=store_root)
+    if source.repo is None:
+        assert source.path is not None
+        return source.path
+    try:  # again for a cached snapshot: fetch logs which one it serves
+        return hub.fetch(source.repo, offline=offline, hf_token=hf_token, store_root=store_root)
+    except EngineError as exc:
+        if source.not_local is None:
+            raise
+        raise EngineError(f"{exc} (and there is no local directory {source.not_local})") from exc.__cause__
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model argument leads before anything is downloaded: a local directory, or a repository to fetch."""
+
+    path: Path | None  # a checkpoint directory on this machine (a local one, or a complete cached snapshot)
+    repo: str | None = None  # the repository it comes from (downloaded when ``path`` is None)
+    not_local: str | None = None  # the ``-m`` text that named no local directory, for the download's error
+
+
+def locate_model_source(model: str | None, hf_repo: str | None, *, offline: bool = False,
+                        store_root: str | Path | None = None) -> ModelSource:
+    """Every refusal of ``resolve_model_source`` without its download (the daemon's preflight calls this alone);
+    raises :class:`EngineError`."""
     if hf_repo:
-        return hub.fetch(_repo_id(hf_repo), offline=offline, hf_token=hf_token, store_root=store_root)
+        repo = _repo_id(hf_repo)
+        return ModelSource(hub.cached_or_downloadable(repo, offline=offline, store_root=store_root), repo)
     if not model:
         raise EngineError("no model: pass -m PATH_OR_REPO or --hf-repo OWNER/NAME")
     path = Path(model).expanduser()
@@ -64,14 +90,15 @@ def resolve_model_source(
         raise _gguf_refusal(model)
     if path.exists():
         _check_local(path)
-        return path
+        return ModelSource(path)
     if _looks_like_path(model):
         raise EngineError(f"model {model}: no such file or directory")
-    repo = f"{DEFAULT_OWNER}/{model}" if _BARE_NAME.match(model) else model
     try:
-        return hub.fetch(_repo_id(repo), offline=offline, hf_token=hf_token, store_root=store_root)
+        repo = _repo_id(f"{DEFAULT_OWNER}/{model}" if _BARE_NAME.match(model) else model)
+        cached = hub.cached_or_downloadable(repo, offline=offline, store_root=store_root)
     except EngineError as exc:
-        raise EngineError(f"{exc} (and there is no local directory {model})") from exc.__cause__
+        raise EngineError(f"{exc} (and there is no local directory {model})") from exc
+    return ModelSource(cached, repo, not_local=model)
 
 
 def _repo_id(text: str) -> str:

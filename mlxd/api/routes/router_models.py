@@ -21,7 +21,7 @@ from mlxd.api.context import serving
 from mlxd.api.errors import json_response, not_found
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
 from mlxd.api.state import RouterPool, ServingOwner, ServingState
-from mlxd.config import ModelResolved, OptionSpec, table
+from mlxd.config import ModelResolved, OptionSpec, is_default, table
 from mlxd.config.change import ChangeResult
 from mlxd.errors import MlxdError
 
@@ -62,7 +62,7 @@ def _shown(model: ModelResolved) -> list[tuple[OptionSpec, Any]]:
     out = []
     for spec in table():
         source = model.provenance[spec.name]
-        if spec.name in _NOT_SHOWN or spec.secret or source == "default" or source.startswith(("env:", "ini:")):
+        if spec.name in _NOT_SHOWN or spec.secret or is_default(source) or source.startswith(("env:", "ini:")):
             continue
         value = getattr(model.config, spec.field)
         if value is not None:

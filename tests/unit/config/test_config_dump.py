@@ -49,8 +49,10 @@ DOCS = st.lists(st.sampled_from(sorted(BY_NAME)), max_size=8, unique=True).flatm
 
 
 def _same(a: Config, b: Config) -> bool:
-    """Equal apart from ``config`` (the path of the file a dump was loaded from)."""
-    return a.model_copy(update={"config": None}) == b.model_copy(update={"config": None})
+    """Equal apart from what reading a dump from a file changes: ``config`` (the file's path) and the default of
+    ``watch-config``, which is on with a file (docs/precedence.md rule 3.2; the tests below check it)."""
+    ignored = {"config": None, "watch_config": None}
+    return a.model_copy(update=ignored) == b.model_copy(update=ignored)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -64,6 +66,8 @@ def test_dump_loads_back_to_the_same_config(doc: dict[str, Any]) -> None:
         path.write_text(text, encoding="utf-8")
         again = resolve(["--config", str(path)], {}, read_config_ini=False)
     assert _same(again.config, resolved.config)
+    # a watch-config a source set is written and read back; its default is the file's: on
+    assert again.config.watch_config is (resolved.config.watch_config if resolved.explicit("watch-config") else True)
 
 
 def test_dump_all_loads_back(tmp_path: Path) -> None:

@@ -140,6 +140,21 @@ def test_mlxd_own_pair_has_its_no_alias(resolve_in):
     assert _opt(resolve_in(["--watch-config"], env), "watch-config") == (True, "cli:--watch-config")
 
 
+
+def test_watch_config_defaults_to_on_with_a_toml_file(resolve_in, tmp_path: Path):
+    # docs/precedence.md rule 3.2: a default that follows from --config, with its own provenance; any source wins
+    toml = write(tmp_path / "mlxd.toml", "ctx-size = 8\n")
+    assert _opt(resolve_in([]), "watch-config") == (False, "default")
+    with_file = resolve_in(["--config", toml])
+    assert _opt(with_file, "watch-config") == (True, "default:--config")
+    assert not with_file.explicit("watch-config")
+    assert _opt(resolve_in([], {"MLXD_CONFIG": toml}), "watch-config") == (True, "default:--config")
+    assert _opt(resolve_in(["--config", toml, "--no-watch-config"]), "watch-config") == (
+        False, "cli:--no-watch-config")
+    write(tmp_path / "watched.toml", "watch-config = false\n")
+    assert _opt(resolve_in(["--config", str(tmp_path / "watched.toml")]), "watch-config") == (
+        False, f"toml:{tmp_path}/watched.toml:1")
+
 # --- accumulating options -----------------------------------------------------------------------------------------
 
 def test_api_key_env_and_cli_accumulate(resolve_in):
