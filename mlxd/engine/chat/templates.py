@@ -1,12 +1,18 @@
-"""Chat templates: where a checkpoint's Jinja template comes from, and rendering it as Hugging Face does.
+"""Chat templates: where a checkpoint's Jinja template comes from, and rendering it as llama-server does.
 
-The environment matches transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
+The environment starts from transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
 ``raise_exception``, ``strftime_now``, a ``tojson`` that does not HTML-escape, the ``{% generation %}`` tag), so a
-template renders here exactly as it renders under ``tokenizer.apply_chat_template``.
+template that renders under ``tokenizer.apply_chat_template`` renders the same text here. Where transformers would
+raise and llama-server's own Jinja runtime (common/jinja) renders, mlxd follows llama-server: lists are mutable
+(``ns.calls.append(...)``), an attribute of an undefined value is undefined, ``+`` treats an undefined or null
+operand beside a string as the empty string, and ``tojson`` takes what a filter chain yields (``map`` gives a
+generator in Python, a list in llama-server).
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -16,7 +22,7 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment
 
 from mlxd.engine.chat.caps import TemplateCaps, detect_caps
 from mlxd.engine.chat.errors import ChatTemplateError, UnknownTemplateNameError
@@ -55,6 +61,17 @@ def _raise_exception(message: str) -> None:
     raise _TemplateRaised(message)
 
 
+def _plain(value: Any) -> Any:
+    """What JSON can hold: a generator (a filter chain's result) as a list, an undefined value as null."""
+    if isinstance(value, jinja2.Undefined):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or inspect.isgenerator(value):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _tojson(
     value: Any,
     ensure_ascii: bool = False,
@@ -63,7 +80,8 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # transformers replaces Jinja's own tojson, which HTML-escapes '<' and '>' and would corrupt tool schemas.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(_plain(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
 
 
 class _GenerationTag(Extension):
@@ -76,11 +94,35 @@ class _GenerationTag(Extension):
         return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+class _LenientUndefined(jinja2.ChainableUndefined):
+    """An undefined value whose attributes and items are undefined too, as in llama-server's runtime."""
+
+
+def _is_blank(value: Any) -> bool:
+    return value is None or isinstance(value, jinja2.Undefined)
+
+
+class _Environment(SandboxedEnvironment):
+    """A sandbox whose ``+`` joins a string with an undefined or null operand as llama-server's runtime does."""
+
+    intercepted_binops = frozenset(["+"])
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "+" and (
+            (_is_blank(left) and isinstance(right, str)) or (_is_blank(right) and isinstance(left, str))
+        ):
+            return ("" if _is_blank(left) else left) + ("" if _is_blank(right) else right)
+        return super().call_binop(context, operator, left, right)
+
+
+def _environment() -> SandboxedEnvironment:
+    # Mutable (not transformers' ImmutableSandboxedEnvironment): Kimi K2's templates append to lists they build.
+    # The messages a template sees are deep copies made for each render, so nothing it changes leaks out.
+    env = _Environment(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
+        undefined=_LenientUndefined,
     )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
@@ -159,11 +201,13 @@ class ChatTemplate:
             "strftime_now": when.strftime,
         }
         variables.update(context or {})
-        variables["messages"] = [dict(m) for m in messages]
-        variables["add_generation_prompt"] = add_generation_prompt
+        variables["messages"] = copy.deepcopy([dict(m) for m in messages])
+        # As llama-server: the flag is set only when true; a false one leaves the variable undefined.
+        if add_generation_prompt:
+            variables["add_generation_prompt"] = True
         template = self._default
         if tools:
-            variables["tools"] = [dict(t) for t in tools]
+            variables["tools"] = copy.deepcopy([dict(t) for t in tools])
             if self._tool_use is not None:
                 template = self._tool_use
         try:

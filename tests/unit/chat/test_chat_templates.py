@@ -68,10 +68,14 @@ def test_sandbox_refuses_attribute_escape() -> None:
         template.render(HELLO)
 
 
-def test_sandbox_is_immutable() -> None:
-    template = ChatTemplate("{% set xs = [] %}{{ xs.append(1) }}{{ xs }}")
-    with pytest.raises(ChatTemplateError):
-        template.render(HELLO)
+def test_lists_are_mutable_but_the_request_is_not_changed() -> None:
+    # Kimi K2's templates append to lists they build (llama-server's runtime allows it); what a template changes
+    # in its copy of the messages never reaches the caller's.
+    template = ChatTemplate("{% set xs = [] %}{% set _ = xs.append(1) %}{{ xs }}"
+                            "{% set _ = messages[0].update({'content': 'changed'}) %}{{ messages[0].content }}")
+    messages = [{"role": "user", "content": "hello"}]
+    assert template.render(messages) == "[1]changed"
+    assert messages == [{"role": "user", "content": "hello"}]
 
 
 def test_tojson_keeps_markup_and_takes_indent() -> None:
