@@ -25,20 +25,15 @@ from jinja2.ext import Extension
 from jinja2.sandbox import SandboxedEnvironment
 
 from mlxd.engine.chat.caps import TemplateCaps, detect_caps
-from mlxd.engine.chat.errors import ChatTemplateError, UnknownTemplateNameError
+from mlxd.engine.chat.errors import ChatTemplateError
+from mlxd.engine.chat.legacy import FORMATS, detect_format, render_format
 
-# llama-server b10621's built-in template names (its --chat-template help). A value equal to one of them is a name,
-# never template text: rendering "llama3" literally would answer every chat with the word "llama3".
-UPSTREAM_TEMPLATE_NAMES: frozenset[str] = frozenset(
-    """bailing bailing-think bailing2 chatglm3 chatglm4 chatml command-r deepseek deepseek-ocr deepseek2 deepseek3
-    exaone-moe exaone3 exaone4 falcon3 gemma gigachat glmedge gpt-oss granite granite-4.0 granite-4.1 grok-2
-    hunyuan-dense hunyuan-moe hunyuan-vl kimi-k2 llama2 llama2-sys llama2-sys-bos llama2-sys-strip llama3 llama4
-    megrez minicpm mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7 mistral-v7-tekken monarch openchat orion
-    pangu-embedded phi3 phi4 rwkv-world seed_oss smolvlm solar-open vicuna vicuna-orca yandex zephyr""".split()
-)
+# llama-server b10621's built-in template names (its --chat-template help), each served by the format of that name
+# (engine.chat.legacy). A value equal to one of them is a name, never template text: under --jinja b10621 would
+# render "llama3" literally and answer every chat with the word "llama3"; mlxd serves the format the name means.
+UPSTREAM_TEMPLATE_NAMES: frozenset[str] = frozenset(name for name in FORMATS if name != "dots1")
 
-# The templates mlxd ships under their upstream names. chatml is also the fallback for a checkpoint without one,
-# as upstream falls back to it.
+# chatml is also a Jinja text, the fallback for a checkpoint without a template, as upstream falls back to it.
 BUILTIN_TEMPLATES: dict[str, str] = {
     "chatml": (
         "{%- for message in messages -%}\n"
@@ -49,6 +44,9 @@ BUILTIN_TEMPLATES: dict[str, str] = {
         "{%- endif -%}"
     ),
 }
+
+# What a built-in format can express: string content and a system role, nothing of tools or reasoning.
+_BUILTIN_CAPS = TemplateCaps(supports_string_content=True, supports_system_role=True)
 
 THINK_OPEN = "<think>"
 
@@ -140,19 +138,29 @@ def _compile(source: str, origin: str) -> jinja2.Template:
         raise ChatTemplateError(f"invalid chat template ({origin}), line {exc.lineno}: {exc.message}") from exc
 
 
-def _resolve_source(text: str, origin: str) -> str:
-    """Map a built-in name to its template text; refuse names mlxd does not ship and text that is no template."""
+def resolve_template(text: str, origin: str, *, jinja: bool = True) -> tuple[str, str | None]:
+    """``(source, builtin)``: the template text to serve and the built-in format that renders it, if one does.
+
+    With ``jinja`` a built-in name (``llama3``) picks its format and any other text is Jinja, rendered as written
+    (llama-server renders text without any Jinja markup literally too). Without ``jinja`` (``--no-jinja``) nothing
+    is run as Jinja: a name, or the telltale substrings of a template's text, pick a built-in format as libllama
+    picks one, and a template that matches none is refused with the reason.
+    """
     name = text.strip()
-    if name in BUILTIN_TEMPLATES:
-        return BUILTIN_TEMPLATES[name]
-    if name in UPSTREAM_TEMPLATE_NAMES:
-        raise UnknownTemplateNameError(name, tuple(sorted(BUILTIN_TEMPLATES)))
-    if "{{" not in text and "{%" not in text:
+    if jinja:
+        if name == "chatml":
+            return BUILTIN_TEMPLATES["chatml"], None
+        if name in UPSTREAM_TEMPLATE_NAMES:
+            return name, name
+        return text, None
+    builtin = name if name in UPSTREAM_TEMPLATE_NAMES else detect_format(text)
+    if builtin is None:
         raise ChatTemplateError(
-            f"chat template ({origin}) {name[:40]!r} is neither Jinja text nor a built-in name "
-            f"(built-in: {', '.join(sorted(BUILTIN_TEMPLATES))})"
+            f"the chat template ({origin}) is not supported without Jinja: it matches none of llama.cpp's built-in "
+            f"formats, which are all --no-jinja serves; leave --jinja on, or give --chat-template one of: "
+            f"{', '.join(sorted(UPSTREAM_TEMPLATE_NAMES))}"
         )
-    return text
+    return (BUILTIN_TEMPLATES["chatml"] if name == "chatml" else text), builtin
 
 
 class ChatTemplate:
@@ -166,16 +174,19 @@ class ChatTemplate:
         eos_token: str = "",
         tool_use_source: str | None = None,
         origin: str = "chat template",
+        jinja: bool = True,
     ) -> None:
-        self.source = _resolve_source(source, origin)
-        self.tool_use_source = tool_use_source
+        self.source, self.builtin = resolve_template(source, origin, jinja=jinja)
+        self.jinja = jinja
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.origin = origin
-        self._default = _compile(self.source, origin)
-        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if tool_use_source else None
-        self._supports_thinking: bool | None = None
-        self._caps: TemplateCaps | None = None
+        # A built-in format is plain Python: nothing is compiled, and a tool_use variant has no use (no tools).
+        self.tool_use_source = tool_use_source if self.builtin is None else None
+        self._default = _compile(self.source, origin) if self.builtin is None else None
+        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
+        self._supports_thinking: bool | None = False if self.builtin else None
+        self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
 
     @property
     def has_tool_use_variant(self) -> bool:
@@ -191,6 +202,9 @@ class ChatTemplate:
         now: datetime | None = None,
     ) -> str:
         """Render ``messages`` (already in template shape); ``tools`` stays undefined when empty or None."""
+        if self.builtin is not None:
+            turns = [(str(m["role"]), _text(m.get("content"))) for m in messages]
+            return render_format(self.builtin, turns, add_generation_prompt)
         when = now or datetime.now()
         variables: dict[str, Any] = {
             "bos_token": self.bos_token,
@@ -206,6 +220,7 @@ class ChatTemplate:
         if add_generation_prompt:
             variables["add_generation_prompt"] = True
         template = self._default
+        assert template is not None  # only a built-in format has none, and it returned above
         if tools:
             variables["tools"] = copy.deepcopy([dict(t) for t in tools])
             if self._tool_use is not None:
@@ -246,6 +261,13 @@ class ChatTemplate:
         except ChatTemplateError:
             return False
         return on != off
+
+
+def _text(content: Any) -> str:
+    """A message's text as a built-in format takes it: parts joined by newlines, as libllama's caller joins them."""
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return "" if content is None else str(content)
 
 
 def _token_text(value: Any) -> str:
@@ -297,11 +319,15 @@ def load_chat_template(
     chat_template_file: str | Path | None = None,
     bos_token: str | None = None,
     eos_token: str | None = None,
+    jinja: bool = True,
 ) -> ChatTemplate:
     """The template a model serves with: ``--chat-template`` text or name, else ``--chat-template-file``, else the
     checkpoint's (``chat_template.jinja`` with ``additional_chat_templates/tool_use.jinja``, ``chat_template.json``,
-    then tokenizer_config.json), else chatml.
+    then tokenizer_config.json), else chatml; under ``--no-jinja`` (``jinja=False``) the built-in format it stands for.
 
+    This is the one resolution of the template options: serving calls it with the loaded checkpoint's directory, and
+    ``mlxd config check`` with the directory or None (it reads template files and tokenizer_config.json, never
+    weights), so that a value serving would refuse is refused before the daemon says it is listening.
     ``bos_token``/``eos_token`` override what tokenizer_config.json says (the loaded tokenizer knows best).
     """
     if chat_template and chat_template_file:
@@ -314,11 +340,13 @@ def load_chat_template(
     eos = eos_token if eos_token is not None else _token_text(config.get("eos_token"))
 
     if chat_template:
-        return _probed(ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template"))
+        return _probed(ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template",
+                                    jinja=jinja))
     if chat_template_file:
         path = Path(chat_template_file)
         text = _read_text(path)
-        return _probed(ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}"))
+        return _probed(ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}",
+                                    jinja=jinja))
 
     default: str | None = None
     tool_use: str | None = None
@@ -339,7 +367,8 @@ def load_chat_template(
     if not default:
         # As upstream: no default template means the tool_use one, or else chatml.
         default = tool_use or "chatml"
-    return _probed(ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin))
+    return _probed(ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin,
+                                jinja=jinja))
 
 
 def _probed(template: ChatTemplate) -> ChatTemplate:

@@ -11,10 +11,8 @@ import pytest
 from mlxd.engine.chat import (
     ChatTemplate,
     ChatTemplateError,
-    UnknownTemplateNameError,
     load_chat_template,
 )
-from mlxd.errors import EngineError
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HELLO = [{"role": "user", "content": "hello"}]
@@ -30,16 +28,10 @@ def test_chatml_builtin_renders_as_llama_server_apply_template() -> None:
 
 
 @pytest.mark.parametrize("name", ["llama3", " gemma\n", "mistral-v7", "deepseek3"])
-def test_builtin_name_not_shipped_is_refused_not_rendered(name: str) -> None:
-    with pytest.raises(UnknownTemplateNameError, match=name.strip()) as info:
-        ChatTemplate(name)
-    assert isinstance(info.value, EngineError)
-    assert "chatml" in info.value.message
-
-
-def test_text_without_jinja_is_refused() -> None:
-    with pytest.raises(ChatTemplateError, match="neither Jinja text nor a built-in name"):
-        ChatTemplate("my-favourite-template")
+def test_builtin_name_is_its_format_not_rendered_as_text(name: str) -> None:
+    template = ChatTemplate(name)
+    assert template.builtin == name.strip()
+    assert template.render(HELLO) != name and "hello" in template.render(HELLO)
 
 
 def test_syntax_error_is_typed_with_line() -> None:
@@ -188,8 +180,9 @@ def test_override_text_and_file(tmp_path: Path) -> None:
         load_chat_template(tmp_path, chat_template="chatml", chat_template_file=path)
     with pytest.raises(ChatTemplateError, match="missing.jinja"):
         load_chat_template(tmp_path, chat_template_file=tmp_path / "missing.jinja")
-    with pytest.raises(UnknownTemplateNameError):
-        load_chat_template(tmp_path, chat_template="zephyr")
+    assert load_chat_template(tmp_path, chat_template="zephyr").render(HELLO) == (
+        "<|user|>\nhello<|endoftext|>\n<|assistant|>\n")
+
 
 
 def test_bad_named_template_list_is_refused(tmp_path: Path) -> None:
