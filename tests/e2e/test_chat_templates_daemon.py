@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.e2e.conftest import RunningServer
 
@@ -40,3 +41,19 @@ def test_builtin_name_under_jinja_and_the_checkpoints_template_under_no_jinja(
         prompt = client.post("/apply-template", json={"messages": MESSAGES}).json()["prompt"]
     assert prompt == "<|im_start|>system\nYou are a test.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n" \
                      "<|im_start|>assistant\n"
+
+
+def test_a_template_that_raises_is_a_400_naming_it(start_server: Callable[..., RunningServer]) -> None:
+    path = Path(__file__).parents[1] / "fixtures" / "templates" / "google-gemma-2-2b-it.jinja"
+    server = start_server("--chat-template-file", str(path))
+    two_users = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    with server.client() as client:
+        for route in ("/apply-template", "/v1/chat/completions"):
+            response = client.post(route, json={"messages": two_users, "max_tokens": 2})
+            assert response.status_code == 400, response.text
+            error = response.json()["error"]
+            assert error["type"] == "invalid_request_error" and error["code"] == 400
+            assert error["message"] == ("Jinja Exception: Conversation roles must alternate "
+                                        f"user/assistant/user/assistant/... (chat template: --chat-template-file {path})")
+        # Nothing of the refused request stays behind: the next one is served.
+        assert client.post("/v1/chat/completions", json={"messages": two_users[:1], "max_tokens": 2}).status_code == 200

@@ -173,7 +173,7 @@ class ChatTemplate:
         bos_token: str = "",
         eos_token: str = "",
         tool_use_source: str | None = None,
-        origin: str = "chat template",
+        origin: str = "inline text",
         jinja: bool = True,
     ) -> None:
         self.source, self.builtin = resolve_template(source, origin, jinja=jinja)
@@ -227,14 +227,19 @@ class ChatTemplate:
                 template = self._tool_use
         try:
             return template.render(variables)
+        # The message names the template (a checkpoint's file, or the option that gave it): the words are the
+        # template's own, with llama-server's "Jinja Exception" prefix for what raise_exception says.
         except _TemplateRaised as exc:
-            raise ChatTemplateError(exc.message or "chat template raised an exception") from exc
+            raise ChatTemplateError(
+                f"Jinja Exception: {exc.message or 'the template raised an exception'} "
+                f"(chat template: {self.origin})") from exc
         except jinja2.TemplateError as exc:
-            raise ChatTemplateError(f"chat template error: {exc}") from exc
+            raise ChatTemplateError(f"chat template error ({self.origin}): {exc}") from exc
         # A template is a program from the checkpoint: any error it makes (a str + dict, a bad index) is its own,
         # and becomes the same typed error rather than a traceback.
         except Exception as exc:  # noqa: BLE001
-            raise ChatTemplateError(f"chat template error: {type(exc).__name__}: {exc}") from exc
+            raise ChatTemplateError(
+                f"chat template error ({self.origin}): {type(exc).__name__}: {exc}") from exc
 
     @property
     def caps(self) -> TemplateCaps:

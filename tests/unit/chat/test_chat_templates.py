@@ -45,7 +45,8 @@ def test_raise_exception_message_reaches_caller() -> None:
     messages = HELLO + [{"role": "assistant", "content": "", "tool_calls": [call, call]}]
     with pytest.raises(ChatTemplateError) as info:
         template.render(messages)
-    assert info.value.message == "This model only supports single tool-calls at once!"
+    assert info.value.message == ("Jinja Exception: This model only supports single tool-calls at once! "
+                                  "(chat template: inline text)")
 
 
 def test_runtime_error_inside_template_is_typed() -> None:
