@@ -197,7 +197,7 @@ models-dir              str?   ~ effect=pool
 models-preset           str?   ~                       supported effect=pool
 models-max              int    4           >=0         supported effect=pool
 models-autoload         bool   true                    supported effect=pool
-jinja                   bool   true        refuse why=jinja
+jinja                   bool   true                    supported effect=template
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
 reasoning               str    auto        {on,off,auto}
 reasoning-effort        str    default
@@ -378,8 +378,6 @@ REASONS: dict[str, tuple[str, str]] = {
               "serve", "leave it disabled; give tools to a chat request's `tools`"),
     "media-path": ("multimodal input is refused, so there are no media files to load",
                    "leave it unset; serve a text model"),
-    "jinja": ("mlxd renders chat only with Jinja templates; llama.cpp's built-in non-Jinja formats are not offered",
-              "leave --jinja on; pick a template with --chat-template or --chat-template-file"),
     "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
                         "leave it unset (-1) or give 1.0"),
     "yarn-attn-factor": ("mlx-lm's YaRN derives its attention scale from the scaling factor alone",

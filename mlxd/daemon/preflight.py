@@ -103,7 +103,8 @@ def _chat_template(cfg: Config) -> None:
     template is only read when the model loads."""
     from mlxd.engine.chat import load_chat_template
 
-    load_chat_template(None, chat_template=cfg.chat_template, chat_template_file=cfg.chat_template_file)
+    load_chat_template(None, chat_template=cfg.chat_template, chat_template_file=cfg.chat_template_file,
+                       jinja=cfg.jinja)
 
 
 def _lora(cfg: Config) -> None:

@@ -52,7 +52,7 @@ def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed:
         template = load_chat_template(current.loaded.path, chat_template=cfg.chat_template,
                                       chat_template_file=cfg.chat_template_file,
                                       bos_token=getattr(tokenizer, "bos_token", None),
-                                      eos_token=getattr(tokenizer, "eos_token", None))
+                                      eos_token=getattr(tokenizer, "eos_token", None), jinja=cfg.jinja)
     aliases = list(cfg.alias or [])
     name = aliases[0] if aliases else current.name
     return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,

@@ -13,7 +13,7 @@ On the worker side, ``ReasoningBudget`` watches generated token texts for ``--re
 
 from mlxd.engine.chat.budget import ReasoningBudget
 from mlxd.engine.chat.caps import TemplateCaps
-from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError, UnknownTemplateNameError
+from mlxd.engine.chat.errors import ChatRequestError, ChatTemplateError
 from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
 from mlxd.engine.chat.messages import template_messages, template_tools
 from mlxd.engine.chat.output import ChatDelta, ChatMessage, ChatOutputStream, parse_chat_output
@@ -31,6 +31,7 @@ from mlxd.engine.chat.templates import (
     UPSTREAM_TEMPLATE_NAMES,
     ChatTemplate,
     load_chat_template,
+    resolve_template,
 )
 from mlxd.engine.chat.tools import (
     ToolCall,
@@ -65,7 +66,6 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFormat",
     "ToolCallStream",
-    "UnknownTemplateNameError",
     "apply_chat_template",
     "check_reasoning_format",
     "extract_llama_tool_calls",
@@ -74,6 +74,7 @@ __all__ = [
     "new_tool_call_id",
     "parse_chat_output",
     "parse_tool_choice",
+    "resolve_template",
     "split_reasoning",
     "template_messages",
     "template_tools",

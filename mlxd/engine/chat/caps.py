@@ -1,7 +1,9 @@
 """What a chat template can express, found by rendering probe conversations (llama-server's template caps).
 
 llama-server watches which inputs its Jinja runtime touches; jinja2 offers no such hook, so each probe plants a
-marker and looks for it in the output. The caps decide how messages are shaped before rendering (typed or string
+marker and looks for it in the output, and the tool-call arguments are a mapping that records whether its values
+were read (``arguments.arg``, ``arguments|items``, ``arguments|tojson``), which is llama-server's test for a template
+that takes arguments as an object. The caps decide how messages are shaped before rendering (typed or string
 content, a merged system prompt, tool-call arguments as objects or strings) and are reported on ``/props``.
 """
 
@@ -44,6 +46,36 @@ def _try(render: Render, messages: list[dict[str, Any]], tools: list[dict[str, A
         return None
 
 
+class _WatchedArguments(dict[str, Any]):
+    """Tool-call arguments that note when a template reads their values (deep copies share the note)."""
+
+    def __init__(self, values: Mapping[str, Any], seen: list[bool]) -> None:
+        super().__init__(values)
+        self._seen = seen
+
+    def _read(self) -> None:
+        self._seen[0] = True
+
+    def __getitem__(self, key: str) -> Any:
+        self._read()
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._read()
+        return super().get(key, default)
+
+    def items(self) -> Any:
+        self._read()
+        return super().items()
+
+    def values(self) -> Any:
+        self._read()
+        return super().values()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _WatchedArguments:
+        return _WatchedArguments(dict(self), self._seen)
+
+
 def _call(name: str, arguments: Any) -> dict[str, Any]:
     return {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -69,7 +101,9 @@ def detect_caps(render: Render) -> TemplateCaps:
         ]
 
     # One call first: templates that refuse parallel calls (Llama 3.1 raises) still take tool calls.
-    single = _try(render, conversation(_call(f"{_MARK}_first", {f"{_MARK}_arg": "value"})), [tool])
+    seen = [False]
+    watched = _WatchedArguments({f"{_MARK}_arg": "value"}, seen)
+    single = _try(render, conversation(_call(f"{_MARK}_first", watched)), [tool])
     parallel = _try(render, conversation(_call(f"{_MARK}_first", {"arg": "value"}),
                                          _call(f"{_MARK}_second", {"arg": "value"})), [tool])
     reasoning = _try(render, [user, {"role": "assistant", "content": "Answer",
@@ -77,16 +111,19 @@ def detect_caps(render: Render) -> TemplateCaps:
     low = _try(render, [user], None, {"reasoning_effort": "low"})
     high = _try(render, [user], None, {"reasoning_effort": "high"})
 
+    # A template that reads parts may still run on a string (iterating its characters) without printing it: as
+    # llama-server, string content counts as supported only if the string reaches the output.
+    typed_ok = typed is not None and f"{_MARK}_typed" in typed and "'text'" not in typed
+    string_ok = plain is not None and (f"{_MARK}_string" in plain or not typed_ok)
     return TemplateCaps(
-        # tojson writes an object's keys in double quotes; a template that prints the dict itself would not.
-        supports_object_arguments=single is not None and f'"{_MARK}_arg"' in single,
+        supports_object_arguments=single is not None and seen[0],
         supports_parallel_tool_calls=parallel is not None and f"{_MARK}_second" in parallel,
         supports_preserve_reasoning=reasoning is not None and f"{_MARK}_reasoning" in reasoning,
         supports_reasoning_effort=low is not None and high is not None and low != high,
-        supports_string_content=plain is not None,
+        supports_string_content=string_ok,
         supports_system_role=system is not None and f"{_MARK}_system" in system,
         supports_tool_calls=single is not None and f"{_MARK}_first" in single,
         supports_tools=single is not None and f"{_MARK}_tool" in single,
         # A template that prints the parts list itself shows the marker inside a repr, which is not support.
-        supports_typed_content=typed is not None and f"{_MARK}_typed" in typed and "'text'" not in typed,
+        supports_typed_content=typed_ok,
     )

@@ -16,16 +16,5 @@ class ChatTemplateError(EngineError):
         self.message = message
 
 
-class UnknownTemplateNameError(ChatTemplateError):
-    """A built-in template name (``--chat-template llama3``) that mlxd does not ship."""
-
-    def __init__(self, name: str, shipped: tuple[str, ...]) -> None:
-        super().__init__(
-            f"built-in chat template {name!r} is not shipped by mlxd (shipped: {', '.join(shipped)}); "
-            "pass the template text itself with --chat-template or --chat-template-file"
-        )
-        self.name = name
-
-
 class ChatRequestError(InvalidRequest):
     """Chat messages or options in a request that cannot be templated (llama-server answers these with a 400)."""

@@ -76,6 +76,19 @@ def _inside_reasoning(generation_prompt_end: str, prefill: str) -> bool:
     return inside
 
 
+def _check_builtin_request(template: ChatTemplate, tools: list[dict[str, Any]], tool_choice: Any) -> None:
+    """A built-in format cannot describe tools: a request that offers them is refused, never served without them."""
+    if template.jinja:
+        where = (f"a Jinja chat template; --chat-template {template.builtin} is one of llama.cpp's built-in formats, "
+                 "which cannot describe tools")
+    else:
+        where = "--jinja flag"
+    if tools:
+        raise ChatRequestError(f"tools param requires {where}")
+    if tool_choice != "auto":
+        raise ChatRequestError(f"tool_choice param requires {where}")
+
+
 def apply_chat_template(
     template: ChatTemplate,
     messages: Any,
@@ -97,6 +110,9 @@ def apply_chat_template(
     fmt = check_reasoning_format(reasoning_format) if reasoning_format is not None else options.reasoning_format
     choice = parse_tool_choice(tool_choice)
     tool_list = template_tools(tools)
+    if template.builtin is not None:
+        _check_builtin_request(template, tool_list, tool_choice)
+        fmt = "none"  # a built-in format has no reasoning or tool-call parser: the answer is content, as upstream
     developer_is_system = "<|channel|>" not in template.source  # gpt-oss templates speak the developer role
     # Every message is validated, the one to prefill included, before any is set aside.
     chat = template_messages(messages, caps=template.caps, map_developer_to_system=developer_is_system)

@@ -1,12 +1,18 @@
-"""Chat templates: where a checkpoint's Jinja template comes from, and rendering it as Hugging Face does.
+"""Chat templates: where a checkpoint's Jinja template comes from, and rendering it as llama-server does.
 
-The environment matches transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
+The environment starts from transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
 ``raise_exception``, ``strftime_now``, a ``tojson`` that does not HTML-escape, the ``{% generation %}`` tag), so a
-template renders here exactly as it renders under ``tokenizer.apply_chat_template``.
+template that renders under ``tokenizer.apply_chat_template`` renders the same text here. Where transformers would
+raise and llama-server's own Jinja runtime (common/jinja) renders, mlxd follows llama-server: lists are mutable
+(``ns.calls.append(...)``), an attribute of an undefined value is undefined, ``+`` treats an undefined or null
+operand beside a string as the empty string, and ``tojson`` takes what a filter chain yields (``map`` gives a
+generator in Python, a list in llama-server).
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -16,23 +22,18 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment
 
 from mlxd.engine.chat.caps import TemplateCaps, detect_caps
-from mlxd.engine.chat.errors import ChatTemplateError, UnknownTemplateNameError
+from mlxd.engine.chat.errors import ChatTemplateError
+from mlxd.engine.chat.legacy import FORMATS, detect_format, render_format
 
-# llama-server b10621's built-in template names (its --chat-template help). A value equal to one of them is a name,
-# never template text: rendering "llama3" literally would answer every chat with the word "llama3".
-UPSTREAM_TEMPLATE_NAMES: frozenset[str] = frozenset(
-    """bailing bailing-think bailing2 chatglm3 chatglm4 chatml command-r deepseek deepseek-ocr deepseek2 deepseek3
-    exaone-moe exaone3 exaone4 falcon3 gemma gigachat glmedge gpt-oss granite granite-4.0 granite-4.1 grok-2
-    hunyuan-dense hunyuan-moe hunyuan-vl kimi-k2 llama2 llama2-sys llama2-sys-bos llama2-sys-strip llama3 llama4
-    megrez minicpm mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7 mistral-v7-tekken monarch openchat orion
-    pangu-embedded phi3 phi4 rwkv-world seed_oss smolvlm solar-open vicuna vicuna-orca yandex zephyr""".split()
-)
+# llama-server b10621's built-in template names (its --chat-template help), each served by the format of that name
+# (engine.chat.legacy). A value equal to one of them is a name, never template text: under --jinja b10621 would
+# render "llama3" literally and answer every chat with the word "llama3"; mlxd serves the format the name means.
+UPSTREAM_TEMPLATE_NAMES: frozenset[str] = frozenset(name for name in FORMATS if name != "dots1")
 
-# The templates mlxd ships under their upstream names. chatml is also the fallback for a checkpoint without one,
-# as upstream falls back to it.
+# chatml is also a Jinja text, the fallback for a checkpoint without a template, as upstream falls back to it.
 BUILTIN_TEMPLATES: dict[str, str] = {
     "chatml": (
         "{%- for message in messages -%}\n"
@@ -43,6 +44,9 @@ BUILTIN_TEMPLATES: dict[str, str] = {
         "{%- endif -%}"
     ),
 }
+
+# What a built-in format can express: string content and a system role, nothing of tools or reasoning.
+_BUILTIN_CAPS = TemplateCaps(supports_string_content=True, supports_system_role=True)
 
 THINK_OPEN = "<think>"
 
@@ -55,6 +59,17 @@ def _raise_exception(message: str) -> None:
     raise _TemplateRaised(message)
 
 
+def _plain(value: Any) -> Any:
+    """What JSON can hold: a generator (a filter chain's result) as a list, an undefined value as null."""
+    if isinstance(value, jinja2.Undefined):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or inspect.isgenerator(value):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _tojson(
     value: Any,
     ensure_ascii: bool = False,
@@ -63,7 +78,8 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # transformers replaces Jinja's own tojson, which HTML-escapes '<' and '>' and would corrupt tool schemas.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    return json.dumps(_plain(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
 
 
 class _GenerationTag(Extension):
@@ -76,11 +92,35 @@ class _GenerationTag(Extension):
         return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+class _LenientUndefined(jinja2.ChainableUndefined):
+    """An undefined value whose attributes and items are undefined too, as in llama-server's runtime."""
+
+
+def _is_blank(value: Any) -> bool:
+    return value is None or isinstance(value, jinja2.Undefined)
+
+
+class _Environment(SandboxedEnvironment):
+    """A sandbox whose ``+`` joins a string with an undefined or null operand as llama-server's runtime does."""
+
+    intercepted_binops = frozenset(["+"])
+
+    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
+        if operator == "+" and (
+            (_is_blank(left) and isinstance(right, str)) or (_is_blank(right) and isinstance(left, str))
+        ):
+            return ("" if _is_blank(left) else left) + ("" if _is_blank(right) else right)
+        return super().call_binop(context, operator, left, right)
+
+
+def _environment() -> SandboxedEnvironment:
+    # Mutable (not transformers' ImmutableSandboxedEnvironment): Kimi K2's templates append to lists they build.
+    # The messages a template sees are deep copies made for each render, so nothing it changes leaks out.
+    env = _Environment(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
+        undefined=_LenientUndefined,
     )
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
@@ -98,19 +138,29 @@ def _compile(source: str, origin: str) -> jinja2.Template:
         raise ChatTemplateError(f"invalid chat template ({origin}), line {exc.lineno}: {exc.message}") from exc
 
 
-def _resolve_source(text: str, origin: str) -> str:
-    """Map a built-in name to its template text; refuse names mlxd does not ship and text that is no template."""
+def resolve_template(text: str, origin: str, *, jinja: bool = True) -> tuple[str, str | None]:
+    """``(source, builtin)``: the template text to serve and the built-in format that renders it, if one does.
+
+    With ``jinja`` a built-in name (``llama3``) picks its format and any other text is Jinja, rendered as written
+    (llama-server renders text without any Jinja markup literally too). Without ``jinja`` (``--no-jinja``) nothing
+    is run as Jinja: a name, or the telltale substrings of a template's text, pick a built-in format as libllama
+    picks one, and a template that matches none is refused with the reason.
+    """
     name = text.strip()
-    if name in BUILTIN_TEMPLATES:
-        return BUILTIN_TEMPLATES[name]
-    if name in UPSTREAM_TEMPLATE_NAMES:
-        raise UnknownTemplateNameError(name, tuple(sorted(BUILTIN_TEMPLATES)))
-    if "{{" not in text and "{%" not in text:
+    if jinja:
+        if name == "chatml":
+            return BUILTIN_TEMPLATES["chatml"], None
+        if name in UPSTREAM_TEMPLATE_NAMES:
+            return name, name
+        return text, None
+    builtin = name if name in UPSTREAM_TEMPLATE_NAMES else detect_format(text)
+    if builtin is None:
         raise ChatTemplateError(
-            f"chat template ({origin}) {name[:40]!r} is neither Jinja text nor a built-in name "
-            f"(built-in: {', '.join(sorted(BUILTIN_TEMPLATES))})"
+            f"the chat template ({origin}) is not supported without Jinja: it matches none of llama.cpp's built-in "
+            f"formats, which are all --no-jinja serves; leave --jinja on, or give --chat-template one of: "
+            f"{', '.join(sorted(UPSTREAM_TEMPLATE_NAMES))}"
         )
-    return text
+    return (BUILTIN_TEMPLATES["chatml"] if name == "chatml" else text), builtin
 
 
 class ChatTemplate:
@@ -123,17 +173,20 @@ class ChatTemplate:
         bos_token: str = "",
         eos_token: str = "",
         tool_use_source: str | None = None,
-        origin: str = "chat template",
+        origin: str = "inline text",
+        jinja: bool = True,
     ) -> None:
-        self.source = _resolve_source(source, origin)
-        self.tool_use_source = tool_use_source
+        self.source, self.builtin = resolve_template(source, origin, jinja=jinja)
+        self.jinja = jinja
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.origin = origin
-        self._default = _compile(self.source, origin)
-        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if tool_use_source else None
-        self._supports_thinking: bool | None = None
-        self._caps: TemplateCaps | None = None
+        # A built-in format is plain Python: nothing is compiled, and a tool_use variant has no use (no tools).
+        self.tool_use_source = tool_use_source if self.builtin is None else None
+        self._default = _compile(self.source, origin) if self.builtin is None else None
+        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
+        self._supports_thinking: bool | None = False if self.builtin else None
+        self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
 
     @property
     def has_tool_use_variant(self) -> bool:
@@ -149,6 +202,9 @@ class ChatTemplate:
         now: datetime | None = None,
     ) -> str:
         """Render ``messages`` (already in template shape); ``tools`` stays undefined when empty or None."""
+        if self.builtin is not None:
+            turns = [(str(m["role"]), _text(m.get("content"))) for m in messages]
+            return render_format(self.builtin, turns, add_generation_prompt)
         when = now or datetime.now()
         variables: dict[str, Any] = {
             "bos_token": self.bos_token,
@@ -159,23 +215,31 @@ class ChatTemplate:
             "strftime_now": when.strftime,
         }
         variables.update(context or {})
-        variables["messages"] = [dict(m) for m in messages]
-        variables["add_generation_prompt"] = add_generation_prompt
+        variables["messages"] = copy.deepcopy([dict(m) for m in messages])
+        # As llama-server: the flag is set only when true; a false one leaves the variable undefined.
+        if add_generation_prompt:
+            variables["add_generation_prompt"] = True
         template = self._default
+        assert template is not None  # only a built-in format has none, and it returned above
         if tools:
-            variables["tools"] = [dict(t) for t in tools]
+            variables["tools"] = copy.deepcopy([dict(t) for t in tools])
             if self._tool_use is not None:
                 template = self._tool_use
         try:
             return template.render(variables)
+        # The message names the template (a checkpoint's file, or the option that gave it): the words are the
+        # template's own, with llama-server's "Jinja Exception" prefix for what raise_exception says.
         except _TemplateRaised as exc:
-            raise ChatTemplateError(exc.message or "chat template raised an exception") from exc
+            raise ChatTemplateError(
+                f"Jinja Exception: {exc.message or 'the template raised an exception'} "
+                f"(chat template: {self.origin})") from exc
         except jinja2.TemplateError as exc:
-            raise ChatTemplateError(f"chat template error: {exc}") from exc
+            raise ChatTemplateError(f"chat template error ({self.origin}): {exc}") from exc
         # A template is a program from the checkpoint: any error it makes (a str + dict, a bad index) is its own,
         # and becomes the same typed error rather than a traceback.
         except Exception as exc:  # noqa: BLE001
-            raise ChatTemplateError(f"chat template error: {type(exc).__name__}: {exc}") from exc
+            raise ChatTemplateError(
+                f"chat template error ({self.origin}): {type(exc).__name__}: {exc}") from exc
 
     @property
     def caps(self) -> TemplateCaps:
@@ -202,6 +266,13 @@ class ChatTemplate:
         except ChatTemplateError:
             return False
         return on != off
+
+
+def _text(content: Any) -> str:
+    """A message's text as a built-in format takes it: parts joined by newlines, as libllama's caller joins them."""
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return "" if content is None else str(content)
 
 
 def _token_text(value: Any) -> str:
@@ -253,11 +324,15 @@ def load_chat_template(
     chat_template_file: str | Path | None = None,
     bos_token: str | None = None,
     eos_token: str | None = None,
+    jinja: bool = True,
 ) -> ChatTemplate:
     """The template a model serves with: ``--chat-template`` text or name, else ``--chat-template-file``, else the
     checkpoint's (``chat_template.jinja`` with ``additional_chat_templates/tool_use.jinja``, ``chat_template.json``,
-    then tokenizer_config.json), else chatml.
+    then tokenizer_config.json), else chatml; under ``--no-jinja`` (``jinja=False``) the built-in format it stands for.
 
+    This is the one resolution of the template options: serving calls it with the loaded checkpoint's directory, and
+    ``mlxd config check`` with the directory or None (it reads template files and tokenizer_config.json, never
+    weights), so that a value serving would refuse is refused before the daemon says it is listening.
     ``bos_token``/``eos_token`` override what tokenizer_config.json says (the loaded tokenizer knows best).
     """
     if chat_template and chat_template_file:
@@ -270,11 +345,13 @@ def load_chat_template(
     eos = eos_token if eos_token is not None else _token_text(config.get("eos_token"))
 
     if chat_template:
-        return _probed(ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template"))
+        return _probed(ChatTemplate(chat_template, bos_token=bos, eos_token=eos, origin="--chat-template",
+                                    jinja=jinja))
     if chat_template_file:
         path = Path(chat_template_file)
         text = _read_text(path)
-        return _probed(ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}"))
+        return _probed(ChatTemplate(text, bos_token=bos, eos_token=eos, origin=f"--chat-template-file {path}",
+                                    jinja=jinja))
 
     default: str | None = None
     tool_use: str | None = None
@@ -295,7 +372,8 @@ def load_chat_template(
     if not default:
         # As upstream: no default template means the tool_use one, or else chatml.
         default = tool_use or "chatml"
-    return _probed(ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin))
+    return _probed(ChatTemplate(default, bos_token=bos, eos_token=eos, tool_use_source=tool_use, origin=origin,
+                                jinja=jinja))
 
 
 def _probed(template: ChatTemplate) -> ChatTemplate:

@@ -107,7 +107,6 @@ def test_refusals_apply_to_env_and_toml_too(resolve_in, tmp_path: Path):
 # Options b10621 honours and mlxd cannot: refused when they ask for what mlxd lacks, accepted at their default.
 # (argv, option, value shown, words of the reason, words of the alternative)
 REFUSED_UNLESS_DEFAULT = [
-    (["--no-jinja"], "jinja", "false", "only with Jinja templates", "--chat-template"),
     (["--tools", "all"], "tools", "all", "web UI", "`tools`"),
     (["--tools-runtime", "docker"], "tools-runtime", "docker", "web UI", "`tools`"),
     (["--mcp-servers-config", "mcp.json"], "mcp-servers-config", "mcp.json", "MCP proxy", "in the client"),
