@@ -1,8 +1,9 @@
 """``/metrics``: b10621's ``llamacpp:*`` families name for name, then mlxd's own ``mlxd_*`` families.
 
 ``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
-(``on_request(route)``) and each finished generation (``on_final(final_event)``); a batched decode step may be
-reported with ``on_decode(n_busy_slots)``. The load gauges are read from the worker at scrape time. The two
+(``on_request(route)``) and each finished generation (``on_final(final_event)``). The load gauges and the
+worker's decode counters (engine.counters) are read at scrape time; the counters are added up across workers
+(a reload, a wake from sleep), so the totals never go back. The two
 throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here
 rather than by ``generate_latest`` because prometheus-client renames counters to ``*_total`` and b10621 has one
 that is not (``llamacpp:n_tokens_max``).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
@@ -52,6 +54,7 @@ class ServerMetrics:
         self.tokens_predicted_seconds = 0.0
         self.n_decode = 0
         self.n_busy_slots = 0
+        self._decodes_seen: tuple[weakref.ref[Any] | None, int, int] = (None, 0, 0)  # the worker last read, its counts
         self.n_tokens_max = 0
         self.requests_processing = 0
         self.requests_deferred = 0
@@ -89,11 +92,16 @@ class ServerMetrics:
         self.on_prompt(t.prompt_n, t.prompt_ms / 1e3, t.cache_n)
         self.on_predicted(t.predicted_n, t.predicted_ms / 1e3, final.n_prompt_tokens + t.predicted_n)
 
-    def on_decode(self, n_busy_slots: int) -> None:
-        """One batched decode step ran with ``n_busy_slots`` sequences in it."""
+    def on_decodes(self, worker: object, n_decode: int, n_busy_slots: int) -> None:
+        """``worker``'s decode counters as read now (its totals so far); what is new since the last read is added."""
         with self._lock:
-            self.n_decode += 1
-            self.n_busy_slots += n_busy_slots
+            last, seen_decode, seen_busy = self._decodes_seen
+            if last is None or last() is not worker:
+                seen_decode, seen_busy = 0, 0
+            self.n_decode += max(0, n_decode - seen_decode)
+            self.n_busy_slots += max(0, n_busy_slots - seen_busy)
+            # A weak reference: a worker that was replaced must not be kept alive (with its model) by /metrics.
+            self._decodes_seen = (weakref.ref(worker), n_decode, n_busy_slots)
 
     def on_request(self, route: str) -> None:
         """A generation request arrived on ``route`` (``mlxd_requests_total{route}``)."""

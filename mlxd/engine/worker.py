@@ -256,8 +256,11 @@ class ModelWorker:
             if running is not None:
                 self.lora.apply(self.lora.snapshot(None))
             try:
+                # b10621 runs each input in a slot of its own, so a pass's busy slots are its inputs (at most
+                # --parallel of them).
                 return embed.embed(self.loaded.model, inputs, pooling, embd_normalize, self.settings.batch_size,
-                                   rows)
+                                   rows, on_pass=lambda n: self.scheduler.decodes.count(
+                                       min(n, self.settings.n_parallel)))
             finally:
                 if running is not None:
                     self.lora.apply(running)
@@ -278,6 +281,11 @@ class ModelWorker:
                     done.set_result(job())
                 except Exception as exc:
                     done.set_exception(exc)
+
+    @property
+    def decode_counts(self) -> tuple[int, int]:
+        """(forward passes, busy slots summed over them) since the worker started (engine.counters)."""
+        return self.scheduler.decodes.read()
 
     @property
     def n_in_flight(self) -> int:

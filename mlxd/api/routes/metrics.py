@@ -26,6 +26,7 @@ async def get_metrics(request: Request) -> HTTPResponse:
     if model is not None:
         processing = sum(1 for slot in model.worker.slots() if slot.get("is_processing"))
         registry.set_load(processing, int(getattr(model.worker, "n_in_flight", processing)) - processing)
+        registry.on_decodes(model.worker, *model.worker.decode_counts)
     return HTTPResponse(
         metrics.render(registry.registry),
         content_type=metrics.CONTENT_TYPE,
