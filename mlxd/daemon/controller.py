@@ -301,9 +301,9 @@ class Controller:
 
 
 def _label(resolved: ResolvedConfig) -> str | None:
-    """The name a configuration's model will be served under (first alias, else -m, else --hf-repo)."""
+    """The name a configuration's model will be served under (first alias in sorted order, else -m, else --hf-repo)."""
     cfg = resolved.config
-    aliases = list(cfg.alias or [])
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
 
 
@@ -323,7 +323,7 @@ def _refresh(current: "ServedModel", desired: ResolvedConfig, template_changed: 
                                       chat_template_file=cfg.chat_template_file,
                                       bos_token=getattr(tokenizer, "bos_token", None),
                                       eos_token=getattr(tokenizer, "eos_token", None))
-    aliases = list(cfg.alias or [])
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     name = aliases[0] if aliases else current.name
     return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,
                                name=name)

@@ -21,6 +21,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine import context_shift, embed, slot_state
 from mlxd.engine.affinity import keep_on_one_cpu
+from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.lora import LoraSet
@@ -283,9 +284,9 @@ class ModelWorker:
                     done.set_exception(exc)
 
     @property
-    def decode_counts(self) -> tuple[int, int]:
-        """(forward passes, busy slots summed over them) since the worker started (engine.counters)."""
-        return self.scheduler.decodes.read()
+    def decode_counter(self) -> DecodeCounter:
+        """The forward passes this worker ran and their busy slots, for /metrics (engine.counters)."""
+        return self.scheduler.decodes
 
     @property
     def n_in_flight(self) -> int:

@@ -92,6 +92,7 @@ async def _counted(request: Request, inputs: list[list[int]], job: Any) -> Any:
     results = await asyncio.wrap_future(job)
     metrics = serving(request).metrics
     if metrics is not None:
+        metrics.follow(served_model(request).worker)
         metrics.on_prompt(sum(len(tokens) for tokens in inputs), time.perf_counter() - started)
     return results
 
