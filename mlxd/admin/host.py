@@ -72,8 +72,8 @@ def daemon_state(host: AdminHost) -> str:
 
 
 def model_label(cfg: "Config") -> str | None:
-    """The name a configuration's model is served under: its first alias, else -m, else --hf-repo."""
-    aliases = list(cfg.alias or [])
+    """The name a configuration's model is served under: its first alias in sorted order, else -m, else --hf-repo."""
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
 
 

@@ -47,6 +47,7 @@ def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "",
     """
     if metrics is not None:
         metrics.on_request(route)
+        metrics.follow(model.worker)
     jobs: list[Job] = []
     try:
         for tokens in p.prompts:

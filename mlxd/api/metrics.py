@@ -1,8 +1,10 @@
 """``/metrics``: b10621's ``llamacpp:*`` families name for name, then mlxd's own ``mlxd_*`` families.
 
 ``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
-(``on_request(route)``) and each finished generation (``on_final(final_event)``); a batched decode step may be
-reported with ``on_decode(n_busy_slots)``. The load gauges are read from the worker at scrape time. The two
+(``on_request(route)``) and each finished generation (``on_final(final_event)``), and have the worker that
+serves it followed (``follow(worker)``): its decode counters (engine.counters) are read at scrape time and kept
+when the worker goes (a reload, sleep), so the totals never go back. The load gauges are read from the worker at
+scrape time. The two
 throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here
 rather than by ``generate_latest`` because prometheus-client renames counters to ``*_total`` and b10621 has one
 that is not (``llamacpp:n_tokens_max``).
@@ -12,9 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
+
+from mlxd.engine.counters import DecodeCounter
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -52,6 +57,7 @@ class ServerMetrics:
         self.tokens_predicted_seconds = 0.0
         self.n_decode = 0
         self.n_busy_slots = 0
+        self._followed: dict[int, DecodeCounter] = {}  # by id(worker): the decode counters of live workers
         self.n_tokens_max = 0
         self.requests_processing = 0
         self.requests_deferred = 0
@@ -89,11 +95,25 @@ class ServerMetrics:
         self.on_prompt(t.prompt_n, t.prompt_ms / 1e3, t.cache_n)
         self.on_predicted(t.predicted_n, t.predicted_ms / 1e3, final.n_prompt_tokens + t.predicted_n)
 
-    def on_decode(self, n_busy_slots: int) -> None:
-        """One batched decode step ran with ``n_busy_slots`` sequences in it."""
+    def follow(self, worker: Any) -> None:
+        """Count ``worker``'s forward passes (its ``decode_counter``, engine.counters) from now on; idempotent.
+
+        A followed counter is read at each scrape. When its worker is freed (a reload, sleep), what it counted is
+        folded into the totals, so they never go back; only the small counter is held here, never the worker.
+        """
         with self._lock:
-            self.n_decode += 1
-            self.n_busy_slots += n_busy_slots
+            if id(worker) in self._followed:
+                return
+            self._followed[id(worker)] = worker.decode_counter
+        weakref.finalize(worker, self._unfollow, id(worker))
+
+    def _unfollow(self, key: int) -> None:
+        with self._lock:
+            counter = self._followed.pop(key, None)
+            if counter is not None:
+                n_decode, n_busy = counter.read()
+                self.n_decode += n_decode
+                self.n_busy_slots += n_busy
 
     def on_request(self, route: str) -> None:
         """A generation request arrived on ``route`` (``mlxd_requests_total{route}``)."""
@@ -110,6 +130,9 @@ class ServerMetrics:
 
     def _llamacpp_values(self) -> dict[str, float]:
         with self._lock:
+            counts = [counter.read() for counter in self._followed.values()]
+            n_decode = self.n_decode + sum(n for n, _ in counts)
+            n_busy_slots = self.n_busy_slots + sum(n for _, n in counts)
             p_tok, p_sec, g_tok, g_sec = self._bucket
             self._bucket = [0, 0.0, 0, 0.0]  # each scrape starts a new window, as b10621's does
             return {
@@ -118,7 +141,7 @@ class ServerMetrics:
                 "prompt_seconds_total": self.prompt_seconds,
                 "tokens_predicted_total": self.tokens_predicted,
                 "tokens_predicted_seconds_total": self.tokens_predicted_seconds,
-                "n_decode_total": self.n_decode,
+                "n_decode_total": n_decode,
                 "n_tokens_max": self.n_tokens_max,
                 "spec_decode_num_draft_tokens_total": 0,
                 "spec_decode_num_accepted_tokens_total": 0,
@@ -127,7 +150,7 @@ class ServerMetrics:
                 "predicted_tokens_seconds": g_tok / g_sec if g_sec > 0 else 0.0,
                 "requests_processing": self.requests_processing,
                 "requests_deferred": self.requests_deferred,
-                "n_busy_slots_per_decode": self.n_busy_slots / self.n_decode if self.n_decode else 0.0,
+                "n_busy_slots_per_decode": n_busy_slots / n_decode if n_decode else 0.0,
             }
 
     def collect(self) -> Iterator[Metric]:

@@ -3,7 +3,7 @@ body decoded off the event loop.
 
 The order is b10621's pre-routing handler: OPTIONS is answered at once (browsers send no credentials on a
 preflight), then nothing but 503 while no model is loaded, then the key check. Each response carries
-``Access-Control-Allow-Origin``, empty when the request named no allowed origin.
+``Access-Control-Allow-Origin`` as b10621 sets it (see ``Cors``).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import hmac
 import logging
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import urlsplit
 
 from sanic import HTTPResponse, Request, Sanic
 
@@ -77,29 +78,51 @@ def presented_key(request: Request) -> str:
     return value[len("Bearer "):] if value.startswith("Bearer ") else value
 
 
+def origin_is_localhost(origin: str) -> bool:
+    """Whether an ``Origin`` value's host is localhost, 127.0.0.1 or ::1 (any scheme and port)."""
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host in ("localhost", "127.0.0.1", "::1")
+
+
 class Cors:
-    """``--cors-origins``/``--cors-methods``/``--cors-headers``/``--cors-credentials`` as response headers."""
+    """``--cors-origins``/``--cors-methods``/``--cors-headers``/``--cors-credentials`` as response headers.
+
+    b10621's three cases: ``*`` with credentials echoes the request's Origin (any origin, credentials allowed);
+    ``localhost`` echoes it only for a localhost origin and sends no header otherwise; anything else is sent as
+    given (``*`` without credentials, or the configured origin, which a browser then compares itself).
+    """
 
     def __init__(self, config: Any) -> None:
-        self.origins = _csv(getattr(config, "cors_origins", DEFAULT_CORS_ORIGINS))
+        self.origins = ",".join(_csv(getattr(config, "cors_origins", DEFAULT_CORS_ORIGINS)))
         self.methods = ", ".join(_csv(getattr(config, "cors_methods", DEFAULT_CORS_METHODS)))
         self.headers = ", ".join(_csv(getattr(config, "cors_headers", DEFAULT_CORS_HEADERS)))
         self.credentials = bool(getattr(config, "cors_credentials", True))
 
-    def allow_origin(self, request: Request) -> str:
+    def allow_origin(self, request: Request) -> str | None:
+        """The ``Access-Control-Allow-Origin`` value for ``request``, or None for no header at all."""
         origin = request.headers.get("origin", "")
-        if origin and ("*" in self.origins or origin in self.origins):
+        if self.origins == "*" and self.credentials:
             return origin
-        return ""
+        if self.origins == "localhost":
+            if origin and origin_is_localhost(origin):
+                return origin
+            if origin:
+                log.warning("(CORS) skip non-localhost origin: %s", origin)
+            return None
+        return self.origins
 
     def preflight(self, request: Request) -> HTTPResponse:
         headers = {
-            "Access-Control-Allow-Origin": self.allow_origin(request),
+            "Access-Control-Allow-Credentials": "true" if self.credentials else "false",
             "Access-Control-Allow-Methods": self.methods,
             "Access-Control-Allow-Headers": self.headers,
         }
-        if self.credentials:
-            headers["Access-Control-Allow-Credentials"] = "true"
+        origin = self.allow_origin(request)
+        if origin is not None:
+            headers["Access-Control-Allow-Origin"] = origin
         return HTTPResponse("", status=200, headers=headers, content_type="text/html")
 
 
@@ -134,7 +157,9 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
 
     async def allow_origin(request: Request, response: HTTPResponse) -> None:
         _, cors = derived.get(state.config)
-        response.headers.setdefault("Access-Control-Allow-Origin", cors.allow_origin(request))
+        origin = cors.allow_origin(request)
+        if origin is not None:
+            response.headers.setdefault("Access-Control-Allow-Origin", origin)
 
     async def large_body(request: Request) -> None:
         if len(request.body or b"") >= offload.LARGE_BYTES:

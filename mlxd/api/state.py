@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 class ServedModel:
     """One loaded model as the routes see it."""
 
-    name: str  # the id clients send as "model" and see in /v1/models (first alias, else the path)
+    name: str  # the id clients send as "model" and see in /v1/models (first alias in sorted order, else the path)
     aliases: list[str]
     loaded: "LoadedModel"
     worker: "ModelWorker"

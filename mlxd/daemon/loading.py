@@ -34,7 +34,7 @@ def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
     cfg = resolved.config
     explicit = {name for name in resolved.provenance if resolved.explicit(name)}
     values = {name: resolved.value(name) for name in resolved.provenance}
-    aliases = list(cfg.alias or [])
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     return _serve_on_own_thread(cfg, explicit, values, name=aliases[0] if aliases else (cfg.model or cfg.hf_repo),
                                 aliases=aliases)
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 def model_label(cfg: "Config") -> str | None:
     """The name a configuration's model will be served under (first alias, else -m, else --hf-repo)."""
-    aliases = list(cfg.alias or [])
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     return aliases[0] if aliases else (cfg.model or cfg.hf_repo)
 
 
@@ -53,7 +53,7 @@ def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed:
                                       chat_template_file=cfg.chat_template_file,
                                       bos_token=getattr(tokenizer, "bos_token", None),
                                       eos_token=getattr(tokenizer, "eos_token", None), jinja=cfg.jinja)
-    aliases = list(cfg.alias or [])
+    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
     name = aliases[0] if aliases else current.name
     return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,
                                name=name)

@@ -1,7 +1,7 @@
 """``--sleep-idle-seconds`` for a single-model server: unload the model when idle, load it again on demand.
 
 As b10621's sleeping server: after N seconds without a request that needs the model, the model is freed. While it
-sleeps, ``/health`` answers as usual and ``GET /props`` (``is_sleeping: true``), ``/models`` and ``/v1/models``
+sleeps, ``/health`` and ``/metrics`` answer as usual and ``GET /props`` (``is_sleeping: true``), ``/models`` and ``/v1/models``
 answer from what was cached when it fell asleep, without waking it; any other request wakes it and is served once
 the model is loaded again. The option is read on every check, so a live change applies at once (-1 disables).
 The router's per-model idle unload is ``mlxd.daemon.router.ModelPool``.
@@ -29,6 +29,8 @@ log = logging.getLogger("mlxd.daemon.sleep")
 # Routes that answer while asleep without waking the model (and whose use does not count as activity).
 HEALTH = ("/health", "/v1/health")
 CACHED = ("/props", "/models", "/v1/models")
+# Routes served while asleep from what the daemon keeps itself, without waking the model (b10621's bypass_sleep).
+READ_ONLY = ("/metrics",)
 
 
 class Sleeper:
@@ -94,7 +96,7 @@ class Sleeper:
         prefix = api_prefix(self.serving.config)
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        if request.method == "OPTIONS" or request.route is None or path in HEALTH:
+        if request.method == "OPTIONS" or request.route is None or path in HEALTH or path in READ_ONLY:
             return None  # a preflight, an unknown route (404) and a health check never wake the model
         if path in CACHED and request.method == "GET":
             asleep = self.serving.sleeping and self.serving.model is None

@@ -16,6 +16,7 @@ import numpy as np
 from mlxd.engine import context_shift
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
+from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Slot
@@ -29,6 +30,8 @@ class Decoding:
     # Provided by the Scheduler this is mixed into.
     model: Callable[..., mx.array]
     batch: DecodeBatch
+    prefilling: list[Slot]
+    decodes: DecodeCounter
     settings: WorkerSettings
     sampling: Any
     bos_id: int | None
@@ -52,6 +55,7 @@ class Decoding:
         if self._steps % 512 == 0:
             mx.clear_cache()  # as mlx_lm's batch generator: keep the buffer cache from only growing
         logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
+        self.decodes.count(len(batch) + len(self.prefilling))
         done: list[int] = []
         if pipelined:
             # Start the next step's tokens now; read this step's inputs while the device works.

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import mlx.core as mx
 import numpy as np
@@ -201,16 +201,19 @@ def normalize(vector: np.ndarray, embd_normalize: int) -> np.ndarray:
 
 
 def embed(model: Any, inputs: Sequence[Sequence[int]], pooling: str, embd_normalize: int,
-          max_batch_tokens: int = 2048, rows: tuple[int, int] | None = None) -> list[EmbeddingResult]:
+          max_batch_tokens: int = 2048, rows: tuple[int, int] | None = None,
+          on_pass: Callable[[int], None] | None = None) -> list[EmbeddingResult]:
     """Embeddings of every input (call on the thread that owns the model); with ``rank`` pooling each result is
     the head's output for the input (``rows`` names the reranker's yes/no rows), unnormalised, as b10621's.
 
     Inputs of similar length share a forward pass of at most ``max_batch_tokens`` padded tokens (at least one
-    input), so a large request never builds one huge batch.
+    input), so a large request never builds one huge batch. ``on_pass(n_inputs)`` is told of each forward pass.
     """
     results: list[EmbeddingResult | None] = [None] * len(inputs)
     for chunk in _chunks(inputs, max_batch_tokens):
         hiddens = hidden_states(model, [inputs[i] for i in chunk])
+        if on_pass is not None:
+            on_pass(len(chunk))
         if pooling == "rank":
             if rows is None:
                 raise EngineError("rank pooling needs the reranker's yes/no rows")

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
+from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.slots import Slot
 
 
@@ -21,6 +22,8 @@ class PromptProcessing:
     # Provided by the Scheduler this is mixed into.
     model: Callable[..., mx.array]
     prefilling: list[Slot]
+    batch: Any  # the decode batch (its length: the slots generating)
+    decodes: DecodeCounter
     _release: Callable[[Slot, list[Any] | None], None]
 
     def _prefill_group(self, budget: int) -> list[Slot]:
@@ -70,6 +73,7 @@ class PromptProcessing:
                     c.finalize()
             last = mx.array([[r[-1]] for r in rests])
         logits = self.model(last, cache=cache)[:, -1, :]
+        self.decodes.count(len(self.batch) + len(self.prefilling))
         for i, (slot, seq) in enumerate(zip(group, seqs)):
             slot.kv = [c.extract(i) for c in cache]
             seq.n_past = len(seq.prompt)
@@ -91,6 +95,7 @@ class PromptProcessing:
         start = seq.n_past
         todo = len(seq.prompt) - start
         n = min(todo, budget)
+        self.decodes.count(len(self.batch) + len(self.prefilling))
         seq.n_past += n
         seq.n_prompt_processed += n
         if n < todo:

@@ -26,6 +26,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
+from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding, force_tokens
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
@@ -89,6 +90,7 @@ class Scheduler(PromptProcessing, Decoding):
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
+        self.decodes = DecodeCounter()  # forward passes, for /metrics' n_decode_total
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
         # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).
         self._bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None] = ((), 0, None)

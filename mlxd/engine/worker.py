@@ -21,6 +21,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine import context_shift, embed, slot_state
 from mlxd.engine.affinity import keep_on_one_cpu
+from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.lora import LoraSet
@@ -256,8 +257,11 @@ class ModelWorker:
             if running is not None:
                 self.lora.apply(self.lora.snapshot(None))
             try:
+                # b10621 runs each input in a slot of its own, so a pass's busy slots are its inputs (at most
+                # --parallel of them).
                 return embed.embed(self.loaded.model, inputs, pooling, embd_normalize, self.settings.batch_size,
-                                   rows)
+                                   rows, on_pass=lambda n: self.scheduler.decodes.count(
+                                       min(n, self.settings.n_parallel)))
             finally:
                 if running is not None:
                     self.lora.apply(running)
@@ -278,6 +282,11 @@ class ModelWorker:
                     done.set_result(job())
                 except Exception as exc:
                     done.set_exception(exc)
+
+    @property
+    def decode_counter(self) -> DecodeCounter:
+        """The forward passes this worker ran and their busy slots, for /metrics (engine.counters)."""
+        return self.scheduler.decodes
 
     @property
     def n_in_flight(self) -> int:

@@ -203,12 +203,39 @@ def test_api_keys(app_server: AppServer, client: httpx.Client, tmp_path: Path) -
 
 
 def test_cors_origins(app_server: AppServer, client: httpx.Client) -> None:
+    # b10621's three cases (server-http.cpp's pre-routing handler): "*" with credentials echoes the Origin; any
+    # other value but "localhost" is sent as configured, for the browser to compare.
     origin = {"Origin": "http://ui.example"}
     assert client.get("/health", headers=origin).headers["access-control-allow-origin"] == "http://ui.example"
     with app_server.options(cors_origins="http://other.example"):
-        assert client.get("/health", headers=origin).headers["access-control-allow-origin"] == ""
-        allowed = client.get("/health", headers={"Origin": "http://other.example"})
-        assert allowed.headers["access-control-allow-origin"] == "http://other.example"
+        assert client.get("/health", headers=origin).headers["access-control-allow-origin"] == "http://other.example"
+    with app_server.options(cors_credentials=False):
+        assert client.get("/health", headers=origin).headers["access-control-allow-origin"] == "*"
+        preflight = client.options("/completions", headers=origin)
+        assert preflight.headers["access-control-allow-credentials"] == "false"
+
+
+@pytest.mark.parametrize("origin", ["http://localhost", "http://localhost:8080", "https://127.0.0.1:3000",
+                                    "http://[::1]", "http://[::1]:3000"])
+def test_cors_origins_localhost_reflects_local_origins(app_server: AppServer, client: httpx.Client,
+                                                       origin: str) -> None:
+    with app_server.options(cors_origins="localhost"):
+        preflight = client.options("/completions", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == origin
+        assert client.get("/health", headers={"Origin": origin}).headers["access-control-allow-origin"] == origin
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://notlocalhost", "http://localhost.evil.example",
+                                    "localhost", "http://[::1"])
+def test_cors_origins_localhost_sends_no_header_to_others(app_server: AppServer, client: httpx.Client,
+                                                          origin: str) -> None:
+    with app_server.options(cors_origins="localhost"):
+        preflight = client.options("/completions", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 200
+        assert "access-control-allow-origin" not in preflight.headers
+        assert preflight.headers["access-control-allow-methods"] == "GET, POST, DELETE, OPTIONS"
+        assert "access-control-allow-origin" not in client.get("/health", headers={"Origin": origin}).headers
 
 
 def test_api_prefix(tiny_model: Any, app_server: AppServer) -> None:

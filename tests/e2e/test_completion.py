@@ -299,5 +299,8 @@ def test_generations_are_counted_on_metrics(client: httpx.Client, app_server: Ap
         return float(lines[0].rsplit(" ", 1)[1]) if lines else 0.0
 
     assert value(after, "llamacpp:tokens_predicted_total") - value(before, "llamacpp:tokens_predicted_total") == 5
+    # Each request's prompt is one forward pass at least, and each token after its first one more.
+    assert value(after, "llamacpp:n_decode_total") - value(before, "llamacpp:n_decode_total") >= 1 + 2 + 1 + 1
+    assert value(after, "llamacpp:n_busy_slots_per_decode") >= 1
     assert 'mlxd_requests_total{route="/completion"}' in after
     assert 'mlxd_requests_total{route="/v1/chat/completions"}' in after

@@ -36,10 +36,10 @@ OFF_CAPTURES = {"/embedding": "post_embedding", "/embeddings": "post_embedding",
 
 @pytest.fixture(scope="module")
 def embedding_server(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    """``mlxd-server --embeddings --pooling mean`` over the tiny checkpoint."""
+    """``mlxd-server --embeddings --pooling mean --metrics`` over the tiny checkpoint."""
     log_path = tmp_path_factory.mktemp("embeddings") / "mlxd.log"
-    running = launch(["-m", str(tiny_checkpoint), "--embeddings", "--pooling", "mean", "--host", "127.0.0.1",
-                      "--port", "0"], log_path)
+    running = launch(["-m", str(tiny_checkpoint), "--embeddings", "--pooling", "mean", "--metrics", "--host",
+                      "127.0.0.1", "--port", "0"], log_path)
     yield running
     running.stop()
 
@@ -222,3 +222,22 @@ def test_rerank_bad_requests_are_400(reranker: httpx.Client, body: dict[str, Any
 def test_embeddings_of_a_reranker_are_refused(reranker: httpx.Client) -> None:
     response = reranker.post("/embedding", json={"content": "hello"})
     assert response.status_code == 501 and "use /rerank" in response.json()["error"]["message"]
+
+
+def _metric(text: str, name: str) -> float:
+    [line] = [line for line in text.splitlines() if line.startswith(f"llamacpp:{name} ")]
+    return float(line.split(" ", 1)[1])
+
+
+def test_embedding_prompts_count_as_decodes_on_metrics(http: httpx.Client) -> None:
+    # b10621: an embedding never samples a token, but its prompt costs a decode and counts as processed.
+    before = http.get("/metrics").text
+    inputs = ["hello world", "goodbye world"]
+    response = http.post("/v1/embeddings", json={"input": inputs})
+    assert response.status_code == 200
+    after = http.get("/metrics").text
+    n_tokens = response.json()["usage"]["prompt_tokens"]
+    assert _metric(after, "prompt_tokens_total") - _metric(before, "prompt_tokens_total") == n_tokens
+    assert _metric(after, "n_decode_total") > _metric(before, "n_decode_total")
+    assert _metric(after, "tokens_predicted_total") == _metric(before, "tokens_predicted_total")
+    assert 1 <= _metric(after, "n_busy_slots_per_decode")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import struct
+import time
 from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -81,10 +82,21 @@ async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
     if any(not tokens for tokens in inputs):
         raise InvalidRequest(EMPTY_INPUT)
     embd_normalize = _embd_normalize(body, int(getattr(serving(request).config, "embd_normalize", 2)))
-    results = await asyncio.wrap_future(model.worker.embeddings(inputs, pooling, embd_normalize))
+    results = await _counted(request, inputs, model.worker.embeddings(inputs, pooling, embd_normalize))
     if not oai:
         return json_response([{"index": i, "embedding": r.vectors} for i, r in enumerate(results)])
     return json_response(_oai_list(body, model.name, results, use_base64))
+
+
+async def _counted(request: Request, inputs: list[list[int]], job: Any) -> Any:
+    """The worker's embedding results; their prompts count in /metrics' prompt totals, as b10621's do."""
+    started = time.perf_counter()
+    results = await asyncio.wrap_future(job)
+    metrics = serving(request).metrics
+    if metrics is not None:
+        metrics.follow(served_model(request).worker)
+        metrics.on_prompt(sum(len(tokens) for tokens in inputs), time.perf_counter() - started)
+    return results
 
 
 def _encoding_format(body: dict[str, Any]) -> bool:
@@ -175,7 +187,7 @@ async def rerank(request: Request) -> HTTPResponse:
     tokenizer = model.loaded.tokenizer
     inputs = [encode(tokenizer, embed.rerank_prompt(query, doc), False) for doc in documents]
     rows = embed.rank_rows(tokenizer)
-    results = await asyncio.wrap_future(model.worker.embeddings(inputs, "rank", -1, rows))
+    results = await _counted(request, inputs, model.worker.embeddings(inputs, "rank", -1, rows))
     return json_response(_rerank_response(body, model.name, results, documents, top_n, is_tei))
 
 

@@ -22,10 +22,12 @@ async def get_metrics(request: Request) -> HTTPResponse:
     registry = state.metrics
     registry.config_hash = config_hash(state.config)
     model = state.model
-    registry.model_name = model.name if model is not None else ""
+    if model is not None or not state.sleeping:  # asleep, the families stay as they were when it fell asleep
+        registry.model_name = model.name if model is not None else ""
     if model is not None:
         processing = sum(1 for slot in model.worker.slots() if slot.get("is_processing"))
         registry.set_load(processing, int(getattr(model.worker, "n_in_flight", processing)) - processing)
+        registry.follow(model.worker)
     return HTTPResponse(
         metrics.render(registry.registry),
         content_type=metrics.CONTENT_TYPE,

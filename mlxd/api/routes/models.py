@@ -34,7 +34,7 @@ def models_body(state: ServingState, model: ServedModel) -> dict[str, Any]:
         size=loaded.size_bytes,
         ftype=kind,
     )
-    tags = list(getattr(state.config, "tags", None) or [])
+    tags = sorted(set(getattr(state.config, "tags", None) or []))  # a std::set in b10621: sorted, unique
     body = ModelList(
         models=[OllamaModel(name=model.name, model=model.name, details=OllamaDetails())],
         data=[
