@@ -115,13 +115,13 @@ REFUSED_UNLESS_DEFAULT = [
     (["--agent"], "agent", "true", "agent mode", "leave it disabled"),
     (["--media-path", "/srv/media"], "media-path", "/srv/media", "multimodal input", "text model"),
     (["--swa-full"], "swa-full", "true", "sliding-window", "leave it unset"),
-    (["-ctxcp", "4"], "swa-checkpoints", "4", "no context checkpoints", "or 0"),
+    (["-ctxcp", "4"], "swa-checkpoints", "4", "context checkpoints are not yet", "or 0"),
     (["--no-cache-idle-slots"], "cache-idle-slots", "false", "prompt cache", "--cache-ram 0"),
-    (["--perf"], "perf", "true", "performance timings", "`timings`"),
+    (["--perf"], "perf", "true", "performance counters", "`timings`"),
     (["--yarn-ext-factor", "0.5"], "yarn-ext-factor", "0.5", "YaRN", "1.0"),
     (["--yarn-attn-factor", "2"], "yarn-attn-factor", "2.0", "YaRN", "1.0"),
     (["--reasoning-preserve"], "reasoning-preserve", "true", "as the chat template does", "--chat-template-kwargs"),
-    (["--log-prompts-dir", "/var/log/p"], "log-prompts-dir", "/var/log/p", "not written to files", "/apply-template"),
+    (["--log-prompts-dir", "/var/log/p"], "log-prompts-dir", "/var/log/p", "prompts to files", "/apply-template"),
 ]
 
 
