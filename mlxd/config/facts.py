@@ -107,8 +107,8 @@ yarn-beta-fast          float  -1.0
 kv-offload              bool   true        inert
 repack                  bool   true        inert
 no-host                 bool   false       inert
-cache-type-k            str    f16         dom=ggml_type inert=f16 why=kv-type
-cache-type-v            str    f16         dom=ggml_type inert=f16 why=kv-type
+cache-type-k            str    f16         dom=ggml_type check=kv-type
+cache-type-v            str    f16         dom=ggml_type check=kv-type
 defrag-thold            float? ~           inert
 parallel                int    -1          >=-1
 cont-batching           bool   true
@@ -312,8 +312,8 @@ REASONS: dict[str, tuple[str, str]] = {
                    "leave it unset; serve a text model"),
     "cache-reuse": ("KV-shift chunk reuse is not yet implemented by mlxd; the prompt cache reuses the longest "
                     "common prefix", "leave it at 0; prompt caching stays on"),
-    "kv-type": ("quantized KV cache types (mlx-lm's QuantizedKVCache) are not yet implemented by mlxd's batched "
-                "cache; the KV cache is kept in the checkpoint's own dtype", "leave it at f16 or unset"),
+    "kv-type": ("iq4_nl is a non-linear 4-bit codebook and MLX's quantization is affine, so it has no MLX "
+                "equivalent", "use q4_0 or q4_1 (MLX's 4-bit affine quantization in blocks of 32), or q8_0"),
     "placement": ("tensor placement between CPU and GPU is a ggml feature; MLX keeps every tensor in unified memory",
                   "leave it unset"),
     "multi-gpu": ("MLX runs a model on one device", "leave it unset"),
@@ -378,7 +378,7 @@ REASONS: dict[str, tuple[str, str]] = {
 # The reasons that are mlxd's own gaps: MLX (or mlx-lm, mlx-vlm) could do it and mlxd does not yet. An option
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
-    "spec", "multimodal", "cache-reuse", "kv-type", "control-vector", "reasoning-preserve", "log-prompts-dir",
+    "spec", "multimodal", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
     "swa-full", "checkpoints", "cache-idle-slots", "media-path", "jinja", "escape",
 })
 
@@ -388,7 +388,7 @@ BASIS: dict[str, str] = {
     "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
     "model-url": "gguf", "docker-repo": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
-    "flash-attn": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
+    "flash-attn": "mlx-kernel", "kv-type": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.
