@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mlxd.compat.manifest import STATES, TAG, Entry, available_kinds, load
+from mlxd.compat.manifest import BASES, STATES, TAG, Entry, available_kinds, load
 from mlxd.compat.report import counts
 
 INTRO = f"""# Compatibility with llama-server {TAG}
@@ -26,7 +26,14 @@ parser and router in both directions, and `mlxd compat report` prints the counts
 | not_applicable | no MLX equivalent: refused with a diagnostic, or only inert values accepted |
 | deferred | not yet true: the entry says what is missing, and an accepted-but-ignored option is always deferred |
 | by_design | served, differing in a recorded, tested, permanent way |
-"""
+
+A `not_applicable` entry names its basis, why MLX has no equivalent; a feature that MLX (mlx-lm, mlx-vlm) could
+serve and mlxd lacks is `deferred`, whatever it refuses, and the manifest's validator rejects a `not_applicable`
+entry without a basis or whose divergence says that something is not yet implemented, supported, offered or served.
+
+| basis | meaning |
+|---|---|
+""" + "\n".join(f"| {k} | {v} |" for k, v in BASES.items()) + "\n"
 
 TITLES = {"options": "Options", "routes": "Routes", "native_fields": "Native request fields"}
 SURFACE = {"options": "spellings", "routes": "mounted", "native_fields": "aliases"}
@@ -49,7 +56,8 @@ def _surface(kind: str, entry: Entry) -> str:
 
 
 def _row(kind: str, entry: Entry) -> str:
-    return (f"| `{_cell(entry.id)}` | {_cell(_surface(kind, entry))} | {entry.state} | {_cell(entry.divergence)} | "
+    state = f"{entry.state} ({entry.basis})" if entry.basis else entry.state
+    return (f"| `{_cell(entry.id)}` | {_cell(_surface(kind, entry))} | {state} | {_cell(entry.divergence)} | "
             f"`{_cell(entry.test)}` |")
 
 

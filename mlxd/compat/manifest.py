@@ -8,6 +8,7 @@ The loader and the validator are generic over kinds; what a kind's entries must 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,6 +18,22 @@ from typing import Any
 STATES = ("supported", "aliased", "not_applicable", "deferred", "by_design")
 KINDS = ("options", "routes", "native_fields")
 TAG = "b10621"
+
+# Why a surface is `not_applicable`: the vocabulary of "no MLX equivalent". An entry of that state names one in
+# `basis`; a feature MLX could serve and mlxd lacks has no basis here and is `deferred`.
+BASES: dict[str, str] = {
+    "ggml": "a ggml or libllama backend knob: threads, CPU affinity, polling, devices, offload and placement, "
+            "memory mapping and locking, RPC, NUMA, internal counters",
+    "gguf": "GGUF files, their metadata, and the downloads and presets that fetch them",
+    "webui": "llama-server's bundled web UI and its agent and MCP tooling (mlxd serves the HTTP API only)",
+    "upstream-removed": "b10621 itself rejects it as removed",
+    "upstream-internal": "internal to llama-server's own endpoints, overwritten there, not a client surface",
+    "mlx-kernel": "MLX always computes it one way (its fused attention kernel)",
+    "vertex": "Google Vertex AI's container contract (AIP_* variables), which is a hosting platform's, not a model's",
+}
+
+# Words that describe a missing mlxd feature; a `not_applicable` entry must not use them (it is then `deferred`).
+GAP_WORDS = re.compile(r"\bnot (?:yet|implemented|supported|offered|served)\b|\bnot yet\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -29,6 +46,7 @@ class Entry:
     divergence: str = ""  # what differs or is missing; empty only when supported
     test: str = ""  # the pytest node id that pins the claim
     notes: str = ""
+    basis: str = ""  # a key of BASES, for a not_applicable entry only
 
 
 @dataclass(frozen=True)
@@ -51,7 +69,8 @@ def _route_entries(doc: dict[str, Any]) -> list[Entry]:
         for e in doc.get(group, []):
             upstream = {k: e[k] for k in ("method", "path", "mode") if k in e} | {"kind": group}
             out.append(Entry(id=f"{e['method']} {e['path']}", state=e["state"], upstream=upstream,
-                             divergence=e.get("divergence") or "", test=e.get("test") or ""))
+                             divergence=e.get("divergence") or "", test=e.get("test") or "",
+                             basis=e.get("basis") or ""))
     return out
 
 
@@ -62,7 +81,8 @@ def _field_id(e: dict[str, Any]) -> str:
 
 def _field_entries(doc: dict[str, Any]) -> list[Entry]:
     return [Entry(id=_field_id(e), state=e["state"], upstream={"aliases": e.get("aliases", []), "kind": e.get("kind")},
-                  divergence=e.get("divergence") or "", test=e.get("test") or "") for e in doc["entries"]]
+                  divergence=e.get("divergence") or "", test=e.get("test") or "", basis=e.get("basis") or "")
+            for e in doc["entries"]]
 
 
 # kind -> (file under the package, how its entries read)
@@ -109,7 +129,9 @@ def package_path(kind: str) -> Path:
 
 def validate(manifest: Manifest, repo_root: Path | None = None) -> list[str]:
     """Problems with a manifest's own shape: unknown states, duplicate ids, a supported entry with a divergence,
-    a non-supported one without, a missing pinning test (checked against ``repo_root`` when given)."""
+    a non-supported one without, a missing pinning test (checked against ``repo_root`` when given), and a
+    ``not_applicable`` entry that is really an mlxd gap: without a basis in :data:`BASES`, or saying in its
+    divergence that something is not yet implemented, supported, offered or served."""
     problems = []
     if manifest.kind not in KINDS:
         problems.append(f"unknown manifest kind {manifest.kind!r}")
@@ -125,6 +147,14 @@ def validate(manifest: Manifest, repo_root: Path | None = None) -> list[str]:
             problems.append(f"{where}: supported entries have no divergence")
         if e.state != "supported" and not e.divergence:
             problems.append(f"{where}: a {e.state} entry must say what differs or is missing")
+        if e.state == "not_applicable":
+            if e.basis not in BASES:
+                problems.append(f"{where}: a not_applicable entry names why MLX has no equivalent (basis one of "
+                                f"{', '.join(BASES)}), got {e.basis!r}; an mlxd gap is deferred")
+            if GAP_WORDS.search(e.divergence):
+                problems.append(f"{where}: the divergence names a missing mlxd feature; such an entry is deferred")
+        elif e.basis:
+            problems.append(f"{where}: only a not_applicable entry has a basis")
         if not e.test:
             problems.append(f"{where}: no pinning test")
         elif repo_root is not None and not test_exists(repo_root, e.test):

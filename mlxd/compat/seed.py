@@ -1,7 +1,8 @@
 """Writes ``manifest-options.json`` from the option table: ``python -m mlxd.compat.seed``.
 
 A new b10621 option gets an entry whose state follows the table (refused or inert-only options are
-``not_applicable``; everything else is ``deferred``). An existing entry keeps its state, divergence and test, so
+``not_applicable`` with the table's basis, unless their reason is one of mlxd's gaps (``facts.GAPS``); everything
+else is ``deferred``). An existing entry keeps its state, divergence and test, so
 promotions made by hand (``deferred`` -> ``supported``) survive, unless the table now refuses the option or stopped
 refusing it; the upstream facts are always refreshed.
 """
@@ -12,12 +13,14 @@ import sys
 from typing import Any
 
 from mlxd.compat.manifest import TAG, Entry, Manifest, load, package_path, to_json
+from mlxd.config import facts
 from mlxd.config.options import OptionSpec, inventory, table, upstream_name
 
 OPTIONS_TEST = "tests/compat/test_compat_options.py"
 PINS = {
     "not_applicable": f"{OPTIONS_TEST}::test_not_applicable_options_are_refused_or_inert",
     "deferred": f"{OPTIONS_TEST}::test_every_spelling_parses",
+    "gap": f"{OPTIONS_TEST}::test_gap_options_are_refused_or_inert_until_they_work",
 }
 DEFERRED = ("parsed, typed and layered (see `mlxd config explain`); the behaviour behind it is not wired yet")
 
@@ -34,8 +37,25 @@ def upstream_facts(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def is_gap(spec: OptionSpec) -> bool:
+    """Whether the table refuses or ignores the option for want of an mlxd feature (a deferred entry)."""
+    return spec.reason_key in facts.GAPS and (spec.treatment in ("refuse", "removed", "inert"))
+
+
+def basis(spec: OptionSpec) -> str:
+    """Why a refused or inert option has no MLX equivalent (a key of manifest.BASES)."""
+    return facts.BASIS.get(spec.reason_key or "", "ggml")
+
+
 def classify(spec: OptionSpec) -> tuple[str, str]:
     """(state, divergence) that the table implies for a new entry."""
+    if is_gap(spec):
+        why, instead = spec.reason or ("", "")
+        if spec.treatment == "inert" and not spec.inert_values:
+            return "deferred", f"accepted and ignored: {why}"
+        allowed = (f"only {', '.join(spec.inert_values)} accepted" if spec.inert_values
+                   else "refused unless left at its default")
+        return "deferred", f"{allowed}, until mlxd implements it: {why}; {instead}"
     if spec.treatment in ("refuse", "removed") or spec.check == "ngl":
         why, instead = spec.reason or ("", "")
         return "not_applicable", f"refused unless left at its default: {why}; {instead}"
@@ -52,6 +72,15 @@ def classify(spec: OptionSpec) -> tuple[str, str]:
     return "deferred", DEFERRED + extra
 
 
+def stale(spec: OptionSpec, prev: Entry) -> bool:
+    """Whether a recorded not_applicable entry no longer says what the table does (its reason or its treatment)."""
+    if prev.state != "not_applicable":
+        return False
+    if spec.reason is not None:
+        return spec.reason[0] not in prev.divergence
+    return spec.treatment == "inert" and not prev.divergence.startswith("accepted and inert")
+
+
 def build() -> Manifest:
     try:
         old = load("options").by_id()
@@ -63,12 +92,18 @@ def build() -> Manifest:
         name = upstream_name(inv)
         spec = tbl.get(name)
         state, divergence = classify(spec)
-        test = PINS[state]
+        gap = is_gap(spec)
+        test = PINS["gap" if gap else state]
         prev = old.get(name)
-        # A recorded entry survives unless the table now says otherwise about refusing (not_applicable).
-        if prev is not None and (prev.state == "not_applicable") == (state == "not_applicable"):
-            state, divergence, test = prev.state, prev.divergence, prev.test
-        entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test))
+        # A recorded entry survives unless the table now says otherwise about refusing (not_applicable) or about
+        # the refusal being a gap; a gap's entry follows the table's reason.
+        if prev is not None and not gap and (prev.state == "not_applicable") == (state == "not_applicable") and (
+            prev.test != PINS["gap"]
+        ):
+            if not stale(spec, prev):
+                state, divergence, test = prev.state, prev.divergence, prev.test
+        entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test,
+                             basis=basis(spec) if state == "not_applicable" else ""))
     return Manifest(kind="options", tag=TAG, entries=tuple(entries))
 
 

@@ -58,7 +58,7 @@ cache-idle-slots        bool   true        inert=true why=cache-idle-slots
 context-shift           bool   false effect=reload
 flash-attn              str    auto        {on,off,auto} inert=on|auto
 perf                    bool   false       refuse why=perf
-escape                  bool   true        inert
+escape                  bool   true        inert why=escape
 reverse-prompt          list   []          append
 special                 bool   false effect=reload
 warmup                  bool   true effect=reload
@@ -110,19 +110,19 @@ yarn-beta-fast          float  -1.0
 kv-offload              bool   true        inert
 repack                  bool   true        inert
 no-host                 bool   false       inert
-cache-type-k            str    f16         dom=ggml_type inert=f16 why=kv-type
-cache-type-v            str    f16         dom=ggml_type inert=f16 why=kv-type
+cache-type-k            str    f16         dom=ggml_type check=kv-type
+cache-type-v            str    f16         dom=ggml_type check=kv-type
 defrag-thold            float? ~           inert
 parallel                int    -1          >=-1 effect=reload
 cont-batching           bool   true effect=reload
 mmproj                  str?   ~           refuse why=multimodal
 mmproj-url              str?   ~           refuse why=multimodal
-mmproj-auto             bool   true        inert
+mmproj-auto             bool   true        inert why=multimodal
 mmproj-offload          bool   true        inert
-mmproj-device           str    auto        inert=auto why=multimodal
-image-min-tokens        int?   ~           inert
-image-max-tokens        int?   ~           inert
-mtmd-batch-max-tokens   int    1024        inert
+mmproj-device           str    auto        inert=auto why=device
+image-min-tokens        int?   ~           inert why=multimodal
+image-max-tokens        int?   ~           inert why=multimodal
+mtmd-batch-max-tokens   int    1024        inert why=multimodal
 rpc                     str?   ~           refuse
 mlock                   bool   false       refuse
 mmap                    bool?  ~           inert
@@ -221,29 +221,29 @@ log-verbosity           int    3 effect=logging
 log-prefix              bool   false effect=logging
 log-timestamps          bool   false effect=logging
 hf-repo-draft           str?   ~           refuse why=spec
-threads-draft           int    -1          refuse why=spec
-threads-batch-draft     int    -1          refuse why=spec
-cpu-mask-draft          str    ""          refuse why=spec
-cpu-range-draft         str?   ~           refuse why=spec
-cpu-strict-draft        int    0           refuse why=spec
-prio-draft              int    0           refuse why=spec
-poll-draft              int    50          refuse why=spec
-cpu-mask-batch-draft    str    ""          refuse why=spec
-cpu-strict-batch-draft  int    0           refuse why=spec
-prio-batch-draft        int    0           refuse why=spec
-poll-batch-draft        int    50          refuse why=spec
+threads-draft           int    -1          >=-1 inert
+threads-batch-draft     int    -1          >=-1 inert
+cpu-mask-draft          str    ""          refuse why=affinity
+cpu-range-draft         str?   ~           refuse why=affinity
+cpu-strict-draft        int    0           refuse why=affinity
+prio-draft              int    0           refuse why=affinity
+poll-draft              int    50          inert
+cpu-mask-batch-draft    str    ""          refuse why=affinity
+cpu-strict-batch-draft  int    0           refuse why=affinity
+prio-batch-draft        int    0           refuse why=affinity
+poll-batch-draft        int    50          inert
 cache-type-k-draft      str    f16         dom=ggml_type refuse why=spec
 cache-type-v-draft      str    f16         dom=ggml_type refuse why=spec
-override-tensor-draft   list   []          split refuse why=spec
-cpu-moe-draft           bool   false       acc refuse why=spec
-n-cpu-moe-draft         int    0           >=0 acc refuse why=spec
+override-tensor-draft   list   []          split refuse why=placement
+cpu-moe-draft           bool   false       acc refuse why=placement
+n-cpu-moe-draft         int    0           >=0 acc refuse why=placement
 spec-draft-n-max        int    3           refuse why=spec
 spec-draft-n-min        int    0           refuse why=spec
 draft-p-split           float  0.1         refuse why=spec
 draft-p-min             float  0.0         refuse why=spec
-spec-draft-backend-sampling bool true      refuse why=spec
-device-draft            str?   ~           refuse why=spec
-n-gpu-layers-draft      str    auto        dom=ngl refuse why=spec
+spec-draft-backend-sampling bool true      inert
+device-draft            str?   ~           refuse why=device
+n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
 model-draft             str?   ~           refuse why=spec
 spec-type               list   []          split acc append inert=none why=spec
 spec-ngram-mod-n-min    int    48          refuse why=spec
@@ -322,18 +322,19 @@ MLXD_HELP = {
 REASONS: dict[str, tuple[str, str]] = {
     "affinity": ("CPU affinity and thread priority belong to ggml's thread pool; MLX schedules its own threads",
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
-    "spec": ("speculative decoding is not implemented by mlxd's engine",
-             "leave it unset; mlxd decodes without a draft model"),
-    "multimodal": ("multimodal projectors are GGUF files that the MLX engine cannot load",
-                   "serve a text model; multimodal input is not supported"),
-    "cache-reuse": ("KV-shift chunk reuse is not implemented; the prompt cache reuses the longest common prefix",
-                    "leave it at 0; prompt caching stays on"),
-    "kv-type": ("the KV cache is kept in the checkpoint's own dtype; ggml cache types do not apply to MLX",
-                "leave it at f16 or unset"),
+    "spec": ("this part of speculative decoding is not yet implemented by mlxd (mlx-lm can draft and verify)",
+             "leave it unset"),
+    "multimodal": ("multimodal input (mlx-vlm's vision and audio towers) is not yet served by mlxd",
+                   "leave it unset; serve a text model"),
+    "cache-reuse": ("KV-shift chunk reuse is not yet implemented by mlxd; the prompt cache reuses the longest "
+                    "common prefix", "leave it at 0; prompt caching stays on"),
+    "kv-type": ("iq4_nl is a non-linear 4-bit codebook and MLX's quantization is affine, so it has no MLX "
+                "equivalent", "use q4_0 or q4_1 (MLX's 4-bit affine quantization in blocks of 32), or q8_0"),
     "placement": ("tensor placement between CPU and GPU is a ggml feature; MLX keeps every tensor in unified memory",
                   "leave it unset"),
     "multi-gpu": ("MLX runs a model on one device", "leave it unset"),
-    "control-vector": ("control vectors are GGUF files that the MLX engine cannot apply",
+    "control-vector": ("control vectors (a per-layer vector added to the hidden state, which MLX could apply) are "
+                       "not yet implemented by mlxd",
                        "leave it unset; use a LoRA adapter (--lora) instead"),
     "builtin-preset": ("built-in presets download GGUF models",
                        "pass an MLX checkpoint with -m DIR or --hf-repo ORG/NAME and the sampling options you need"),
@@ -357,18 +358,19 @@ REASONS: dict[str, tuple[str, str]] = {
     "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
     "webui": ("mlxd serves no web UI and no static files", "use the HTTP API; serve a UI with a separate web server"),
     "reasoning-preserve": ("earlier assistant turns' reasoning is rendered as the chat template does by default; "
-                           "forcing it on or off is not offered",
+                           "forcing it on or off is not yet implemented by mlxd",
                            "leave it unset; pass the template's own switch in --chat-template-kwargs"),
-    "log-prompts-dir": ("prompts are not written to files",
+    "log-prompts-dir": ("writing prompts to files is not yet implemented by mlxd",
                         "leave it unset; POST /apply-template renders a chat prompt, and each completion's `prompt` "
                         "echoes the text it ran"),
     "swa-full": ("mlx-lm sizes a sliding-window layer's cache to its window, as b10621 does by default; a full-size "
-                 "SWA cache is not offered", "leave it unset"),
-    "checkpoints": ("mlxd keeps no context checkpoints: a sliding-window or recurrent cache is reused only while it "
-                    "can be trimmed to the shared prefix", "leave it unset or 0"),
-    "cache-idle-slots": ("mlxd always moves a slot's cache to the prompt cache when the slot takes another task, as "
-                         "b10621's default does", "leave it enabled; --cache-ram 0 disables the prompt cache"),
-    "perf": ("libllama's internal performance timings are not kept",
+                 "SWA cache is not yet implemented by mlxd", "leave it unset"),
+    "checkpoints": ("context checkpoints are not yet implemented by mlxd: a sliding-window or recurrent cache is "
+                    "reused only while it can be trimmed to the shared prefix", "leave it unset or 0"),
+    "cache-idle-slots": ("keeping an idle slot's cache out of the prompt cache is not yet implemented by mlxd: it "
+                         "always moves there when the slot takes another task, as b10621's default does",
+                         "leave it enabled; --cache-ram 0 disables the prompt cache"),
+    "perf": ("libllama's internal performance counters do not exist under MLX",
              "read each response's `timings` object, or GET /metrics with --metrics"),
     "tools": ("built-in agent tools belong to llama-server's web UI, which mlxd does not serve (/tools answers 403 "
               "as b10621 does when no tools are enabled)", "leave it unset; give tools to a chat request's `tools`"),
@@ -376,12 +378,30 @@ REASONS: dict[str, tuple[str, str]] = {
             "leave it unset; connect MCP servers in the client"),
     "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's web UI, which mlxd does not "
               "serve", "leave it disabled; give tools to a chat request's `tools`"),
-    "media-path": ("multimodal input is refused, so there are no media files to load",
+    "media-path": ("multimodal input is not yet served by mlxd, so there are no media files to load",
                    "leave it unset; serve a text model"),
+    "escape": ("escape processing of --dry-sequence-breaker values is not yet implemented by mlxd; they are taken "
+               "as given", "give the characters themselves"),
     "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
                         "leave it unset (-1) or give 1.0"),
     "yarn-attn-factor": ("mlx-lm's YaRN derives its attention scale from the scaling factor alone",
                          "leave it unset (-1) or give 1.0"),
+}
+
+# The reasons that are mlxd's own gaps: MLX (or mlx-lm, mlx-vlm) could do it and mlxd does not yet. An option
+# refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
+GAPS = frozenset({
+    "spec", "multimodal", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
+    "swa-full", "checkpoints", "cache-idle-slots", "media-path", "escape",
+})
+
+# Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their
+# `not_applicable` manifest entry (one of mlxd.compat.manifest.BASES). Rows without a key tune ggml.
+BASIS: dict[str, str] = {
+    "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
+    "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
+    "model-url": "gguf", "docker-repo": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
+    "flash-attn": "mlx-kernel", "kv-type": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.

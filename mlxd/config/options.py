@@ -68,6 +68,7 @@ class OptionSpec:
     inert_values: tuple[str, ...] | None = None
     check: str | None = None  # a custom refusal rule, see mlxd.config.refusals
     reason: tuple[str, str] | None = None  # (why, alternative) for refusals
+    reason_key: str | None = None  # the key of ``reason`` in facts.REASONS (facts.GAPS: an mlxd gap, not MLX's)
     category: str = "mlxd"
     status: str = "active"
     help: str = ""
@@ -229,13 +230,14 @@ def _b10621_specs() -> list[OptionSpec]:
             why = "removed"
         attrs["effects"] = _effects(attrs, entry["category"])
         reason = None
-        if treatment in ("refuse", "removed") or attrs.get("inert_values") or attrs.get("check"):
+        key = why or attrs.get("check") or (name if name in facts.REASONS else None)
+        if treatment in ("refuse", "removed") or attrs.get("inert_values") or attrs.get("check") or key in facts.GAPS:
             reason = _reason(attrs.get("check") or name, why, entry["category"])
         specs.append(OptionSpec(
             name=name, origin="b10621", kind=_kind(entry), value_type=vtype, optional=vtype_word.endswith("?"),
             default=_parse_default(default_word, vtype), long=long, short=short, negatives=negatives,
             env=(entry["env"],) if entry["env"] else (), env_negative=entry["env_negative_alias"],
-            reason=reason, category=entry["category"], status=entry["status"],
+            reason=reason, reason_key=key, category=entry["category"], status=entry["status"],
             help=entry["help_first_sentence"] or "", placeholder=entry["value_placeholder"], **attrs,
         ))
     if rows:

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mlxd.daemon.loading")
 
 
-def worker_settings(cfg: Any) -> Any:
-    """The worker's slice of a Config."""
+def worker_settings(cfg: Any, explicit: frozenset[str] | set[str] = frozenset()) -> Any:
+    """The worker's slice of a Config (``explicit``: the options given rather than left at their defaults)."""
     from mlxd.engine.settings import WorkerSettings
 
     return WorkerSettings(
@@ -24,6 +24,8 @@ def worker_settings(cfg: Any) -> Any:
         cache_ram_mib=cfg.cache_ram, context_shift=cfg.context_shift, keep=cfg.keep, n_predict=cfg.n_predict,
         slot_prompt_similarity=cfg.slot_prompt_similarity, special=cfg.special, warmup=cfg.warmup,
         pin_cpu=cfg.worker_affinity == "auto",
+        cache_type_k=cfg.cache_type_k if "cache-type-k" in explicit else None,
+        cache_type_v=cfg.cache_type_v if "cache-type-v" in explicit else None,
     )
 
 
@@ -89,7 +91,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             jinja=cfg.jinja,
         )
         sampling = defaults_from(dict(values), loaded.generation_config, explicit)
-        worker = ModelWorker(loaded, worker_settings(cfg), lora=attach_adapters(loaded.model, adapters))
+        worker = ModelWorker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache, KVCache
+from mlxd.engine.kv_types import is_batched, is_single
 
 if TYPE_CHECKING:
     from mlxd.engine.slots import Slot
@@ -38,7 +38,7 @@ class DecodeBatch:
         """Append a row: its cache, the token it feeds next, and whether that token is still to be accepted."""
         first = token.astype(mx.uint32).reshape(1) if isinstance(token, mx.array) else mx.array([token], mx.uint32)
         if self.cache is None or self.tokens is None:
-            self.solo = all(type(c) is KVCache for c in kv)
+            self.solo = all(is_single(c) for c in kv)
             self.cache, self.tokens = list(kv) if self.solo else [c.merge([c]) for c in kv], first
         else:
             if self.solo:
@@ -67,7 +67,7 @@ class DecodeBatch:
             self.slots, self.cache, self.tokens, self.awaiting, self.solo = [], None, None, [], False
             return
         assert self.cache is not None and self.tokens is not None
-        if len(keep) == 1 and all(type(c) is BatchKVCache for c in self.cache):
+        if len(keep) == 1 and all(is_batched(c) for c in self.cache):
             self.cache, self.solo = [c.extract(keep[0]) for c in self.cache], True
         else:
             for c in self.cache:

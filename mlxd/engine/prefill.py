@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from mlxd.engine.counters import DecodeCounter
+from mlxd.engine.kv_types import empty_batch, is_single
 from mlxd.engine.slots import Slot
 
 
@@ -33,7 +33,7 @@ class PromptProcessing:
         longest = 0
         for slot in self.prefilling:
             seq, kv = slot.seq, slot.kv
-            if seq is None or kv is None or not all(isinstance(c, KVCache) for c in kv):
+            if seq is None or kv is None or not all(is_single(c) for c in kv):
                 continue
             n = len(seq.prompt) - seq.n_past
             if max(longest, n) * (len(group) + 1) > budget:
@@ -57,7 +57,7 @@ class PromptProcessing:
         assert group[0].kv is not None
         if not any(q.n_past for q in seqs):
             tokens = mx.array([[0] * pad + r for pad, r in zip(pads, rests)])
-            cache = [BatchKVCache(pads) for _ in group[0].kv]
+            cache = [empty_batch(c, pads) for c in group[0].kv]
             if longest > 1:
                 self.model(tokens[:, :-1], cache=cache)
             last = tokens[:, -1:]

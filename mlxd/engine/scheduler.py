@@ -22,12 +22,12 @@ from typing import Any, Callable, Protocol
 
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding, force_tokens
+from mlxd.engine import kv_types
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.prefill import PromptProcessing
@@ -36,7 +36,7 @@ from mlxd.engine.sequence import Sequence
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Resident, Slot, SlotRegistry, common_prefix
 from mlxd.engine.types import ErrorEvent
-from mlxd.errors import RequestError
+from mlxd.errors import EngineError, RequestError
 
 log = logging.getLogger("mlxd.engine.scheduler")
 
@@ -85,6 +85,13 @@ class Scheduler(PromptProcessing, Decoding):
         self.sampling = sampling
         self.slots = SlotRegistry(settings.n_parallel, n_ctx_slot, settings.slot_prompt_similarity)
         self.prompt_cache = PromptCache(settings.cache_ram_bytes)
+        # -ctk / -ctv: refused here (before serving) when the type or the model's head size cannot take it.
+        self.kv_type = kv_types.fit(kv_types.resolve(
+            settings.cache_type_k or "f16", settings.cache_type_v or "f16",
+            explicit=settings.cache_type_k is not None or settings.cache_type_v is not None), model)
+        if settings.context_shift and self.kv_type.bits is not None:
+            raise EngineError(f"--context-shift with a {self.kv_type.name} KV cache is not yet implemented by mlxd "
+                              "(shifting re-rotates float keys); use --no-context-shift or an f16 cache")
         self.waiting: deque[RequestHandle] = deque()
         self.prefilling: list[Slot] = []
         self.batch = DecodeBatch()
@@ -94,6 +101,10 @@ class Scheduler(PromptProcessing, Decoding):
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
         # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).
         self._bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None] = ((), 0, None)
+
+    def new_cache(self) -> list[Any]:
+        """A fresh per-layer cache of the configured KV type."""
+        return kv_types.make_cache(self.model, self.kv_type)
 
     @property
     def idle(self) -> bool:
@@ -235,7 +246,7 @@ class Scheduler(PromptProcessing, Decoding):
         else:
             kv, n = None, 0
             self._vacate(slot)
-        slot.kv = kv if kv is not None else make_prompt_cache(self.model)
+        slot.kv = kv if kv is not None else self.new_cache()
         seq.n_past = seq.n_cache = n
         self.prefilling.append(slot)
 

@@ -29,6 +29,9 @@ class WorkerSettings(BaseModel):
                                           "the slot to be chosen by similarity; 0 = least recently used only")
     special: bool = Field(False, description="render special tokens in generated text (--special)")
     warmup: bool = Field(True, description="run one tiny forward pass before serving (--warmup)")
+    cache_type_k: str | None = Field(None, description="-ctk when given: the KV cache type of keys; None = the "
+                                     "checkpoint's dtype (b10621's default f16 left unset)")
+    cache_type_v: str | None = Field(None, description="-ctv when given (see cache_type_k)")
     pin_cpu: bool = Field(True, description="keep the worker thread and its MLX stream thread on one CPU "
                           "(--worker-affinity auto; see engine.affinity)")
 

@@ -1,7 +1,9 @@
 """A slot's resident tokens and keys/values as a file (``POST /slots/N?action=save|restore``).
 
-The file is safetensors: per layer ``L.keys`` and ``L.values`` [1, heads, tokens, dim], and in the metadata the
-tokens (JSON) and the cache namespace, so that a restored prefix is reused only by requests of the same kind.
+The file is safetensors: per layer ``L.keys`` and ``L.values`` [1, heads, tokens, dim] (for a quantized KV cache
+``L.keys.0`` .. ``L.keys.2``: packed values, scales and biases), and in the metadata the tokens (JSON), the cache
+namespace, so that a restored prefix is reused only by requests of the same kind, and the KV cache type, so that a
+file is restored only into a cache of the same type.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
+from mlxd.engine.kv_types import QuantKV, TypedKV
 from mlxd.engine.slots import Resident
 from mlxd.errors import EngineError
 
@@ -23,19 +26,36 @@ class SlotFileError(EngineError):
     """A slot file that does not hold a cache this model can use (a restore turns it into b10621's refusal)."""
 
 
+def _kind(cache: Any) -> str:
+    """The cache type a layer is kept in: "model", a float dtype, or "qBITS/GROUP"."""
+    if isinstance(cache, QuantKV):
+        return f"q{cache.bits}/{cache.group_size}"
+    if isinstance(cache, TypedKV):
+        return str(cache.kv_dtype)
+    return "model"
+
+
 def save(resident: Resident | None, path: Path) -> int:
     """Write a slot's resident cache (None: an empty slot) to ``path``; returns the number of tokens written."""
     if resident is None:
         resident = Resident("raw", [], [])
     arrays: dict[str, mx.array] = {}
+    kinds = set()
     for i, cache in enumerate(resident.kv):
-        if not isinstance(cache, KVCache):
+        if not isinstance(cache, (KVCache, QuantKV)):
             raise SlotFileError(f"a {type(cache).__name__} cannot be saved to a slot file")
         if cache.offset != len(resident.tokens):
             raise SlotFileError(f"layer {i} holds {cache.offset} tokens, the slot {len(resident.tokens)}")
-        arrays[f"{i}.keys"] = cache.keys[..., : cache.offset, :]
-        arrays[f"{i}.values"] = cache.values[..., : cache.offset, :]
-    metadata = {"format": FORMAT, "tokens": json.dumps(resident.tokens), "namespace": resident.namespace}
+        kinds.add(_kind(cache))
+        if isinstance(cache, QuantKV):
+            for j in range(3):
+                arrays[f"{i}.keys.{j}"] = cache.keys[j][..., : cache.offset, :]
+                arrays[f"{i}.values.{j}"] = cache.values[j][..., : cache.offset, :]
+        else:
+            arrays[f"{i}.keys"] = cache.keys[..., : cache.offset, :]
+            arrays[f"{i}.values"] = cache.values[..., : cache.offset, :]
+    metadata = {"format": FORMAT, "tokens": json.dumps(resident.tokens), "namespace": resident.namespace,
+                "kv_type": ",".join(sorted(kinds)) or "model"}
     with open(path, "wb") as f:
         mx.save_safetensors(f, arrays, metadata)
     return len(resident.tokens)
@@ -52,14 +72,29 @@ def load(path: Path, like: list[Any]) -> Resident | None:
     tokens = [int(t) for t in json.loads(metadata.get("tokens", "[]"))]
     if not tokens:
         return None
+    wanted = ",".join(sorted({_kind(c) for c in like}))
+    if metadata.get("kv_type", "model") != wanted:
+        raise SlotFileError(f"{path.name} holds a {metadata.get('kv_type', 'model')} KV cache; this model keeps "
+                            f"{wanted}")
     kv: list[Any] = []
+    n_arrays = 0
     for i, fresh in enumerate(like):
-        keys, values = arrays.get(f"{i}.keys"), arrays.get(f"{i}.values")
-        if keys is None or values is None or not isinstance(fresh, KVCache) or keys.shape[2] != len(tokens):
-            raise SlotFileError(f"{path.name} does not match this model's cache (layer {i})")
-        cache = KVCache()
-        cache.keys, cache.values, cache.offset = keys, values, keys.shape[2]
+        if isinstance(fresh, QuantKV):
+            keys = tuple(arrays.get(f"{i}.keys.{j}") for j in range(3))
+            values = tuple(arrays.get(f"{i}.values.{j}") for j in range(3))
+            if any(x is None or x.shape[2] != len(tokens) for x in (*keys, *values)):
+                raise SlotFileError(f"{path.name} does not match this model's cache (layer {i})")
+            cache: Any = QuantKV(group_size=fresh.group_size, bits=fresh.bits)
+            cache.keys, cache.values, cache.offset = keys, values, len(tokens)
+            n_arrays += 6
+        else:
+            k, v = arrays.get(f"{i}.keys"), arrays.get(f"{i}.values")
+            if k is None or v is None or not isinstance(fresh, KVCache) or k.shape[2] != len(tokens):
+                raise SlotFileError(f"{path.name} does not match this model's cache (layer {i})")
+            cache = TypedKV(fresh.kv_dtype) if isinstance(fresh, TypedKV) else KVCache()
+            cache.keys, cache.values, cache.offset = k, v, k.shape[2]
+            n_arrays += 2
         kv.append(cache)
-    if len(arrays) != 2 * len(like):
+    if len(arrays) != n_arrays:
         raise SlotFileError(f"{path.name} was saved from a model with another number of layers")
     return Resident(metadata.get("namespace", "raw"), tokens, kv)

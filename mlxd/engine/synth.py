@@ -54,6 +54,8 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     # A few hundred thousand parameters: loads in milliseconds and decodes fast on one CPU core.
     "tiny": Preset(64, 2, 4, 2, 16, 192, 2048, 2048, 8192),
+    # tiny with a head size of 32: the smallest shape a q8_0 / q4_0 KV cache (blocks of 32) takes.
+    "tiny-hd32": Preset(64, 2, 2, 1, 32, 192, 2048, 2048, 8192),
     # About 50M parameters.
     "small": Preset(512, 12, 8, 4, 64, 1792, 8192, 8192, 32768),
     # Qwen3-0.6B's shapes, its 151936-row vocabulary included; the tokenizer itself has 8192 tokens.

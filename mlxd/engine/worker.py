@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import context_shift, embed, slot_state
+from mlxd.engine import context_shift, embed, kv_types, slot_state
 from mlxd.engine.affinity import keep_on_one_cpu
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.detokenize import fast_decoder
@@ -73,6 +72,7 @@ class ModelWorker:
         # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
         self.lora = lora if lora is not None else LoraSet.empty()
         self.scheduler.lora = self.lora
+        self._kv_info = kv_types.describe(self.scheduler.kv_type, loaded.model, self.n_ctx_slot)
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
         self._actions: list[tuple[int, Callable[[Slot], int], Future[int]]] = []
@@ -115,6 +115,10 @@ class ModelWorker:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._accepting
+
+    def kv_cache_info(self) -> dict[str, Any]:
+        """The KV cache type and its memory per token and per slot (for ``/props``)."""
+        return dict(self._kv_info)
 
     # -- requests -------------------------------------------------------------------------------------------
     def submit(self, request: GenerationRequest) -> RequestHandle:
@@ -196,7 +200,7 @@ class ModelWorker:
 
         def restore(slot: Slot) -> int:
             try:
-                slot.resident = slot_state.load(Path(path), make_prompt_cache(self.loaded.model))
+                slot.resident = slot_state.load(Path(path), self.scheduler.new_cache())
             except slot_state.SlotFileError as exc:
                 raise InvalidRequest(RESTORE_FAILED) from exc
             return len(slot.resident.tokens) if slot.resident else 0

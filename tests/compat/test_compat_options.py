@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.compat.manifest import available_kinds, load, validate
-from mlxd.compat.seed import PINS
+from mlxd.compat.manifest import Entry, Manifest, available_kinds, load, validate
+from mlxd.compat.seed import PINS, is_gap
 from mlxd.config import ConfigError, Kind, OptionSpec, ValueType, resolve, table
 from mlxd.config.options import inventory, upstream_name
 
@@ -99,11 +99,10 @@ def test_every_env_name_parses(spec: OptionSpec, tmp_path: Path) -> None:
 
 
 NA = [s for s in B10621 if load("options").by_id()[s.name].state == "not_applicable"]
+GAPS = [s for s in B10621 if is_gap(s)]
 
 
-@pytest.mark.parametrize("spec", NA, ids=[s.name for s in NA])
-def test_not_applicable_options_are_refused_or_inert(spec: OptionSpec) -> None:
-    """A non-default value is refused with the option's diagnostic, unless every value is inert."""
+def _refused_or_inert(spec: OptionSpec) -> None:
     spelling = spec.long[-1] if spec.long else spec.spellings[-1]
     argv = [spelling] + (other_text(spec) if spec.takes_value else [])
     if spec.kind is Kind.BOOL_PAIR:  # the spelling that sets the value outside the inert set, or not the default
@@ -115,6 +114,21 @@ def test_not_applicable_options_are_refused_or_inert(spec: OptionSpec) -> None:
         assert outcome == "acts"
     else:
         assert outcome == "refused"
+
+
+@pytest.mark.parametrize("spec", NA, ids=[s.name for s in NA])
+def test_not_applicable_options_are_refused_or_inert(spec: OptionSpec) -> None:
+    """A non-default value is refused with the option's diagnostic, unless every value is inert."""
+    _refused_or_inert(spec)
+
+
+@pytest.mark.parametrize("spec", GAPS, ids=[s.name for s in GAPS])
+def test_gap_options_are_refused_or_inert_until_they_work(spec: OptionSpec) -> None:
+    """An option mlxd lacks the feature for is refused (or ignored) as a not_applicable one is, its manifest
+    entry is deferred, and its reason says "not yet" rather than that MLX has no counterpart."""
+    _refused_or_inert(spec)
+    assert load("options").by_id()[spec.name].state == "deferred"
+    assert spec.reason is not None and "not yet" in spec.reason[0] and "counterpart" not in spec.reason[0]
 
 
 def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
@@ -130,9 +144,24 @@ def test_manifest_states_match_the_table() -> None:
     for entry in load("options").entries:
         spec = table().get(entry.id)
         refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check == "ngl"
-        assert (entry.state == "not_applicable") == refuses, entry.id
+        assert (entry.state == "not_applicable") == (refuses and not is_gap(spec)), entry.id
         # The manifest holds the state; the table only ever claims support the manifest confirms.
         assert spec.treatment != "supported" or entry.state == "supported", entry.id
+
+
+def test_the_validator_rejects_a_not_applicable_entry_that_is_an_mlxd_gap() -> None:
+    """not_applicable means "no MLX equivalent": it needs a basis from the vocabulary, and a divergence that says a
+    feature is not yet implemented makes it a deferred entry."""
+    up = {"spellings": ["--x"]}
+    cases = {
+        "no-basis": Entry("x", "not_applicable", up, "a ggml thread pool knob", "t::t"),
+        "gap-words": Entry("x", "not_applicable", up, "speculative decoding is not implemented", "t::t", basis="ggml"),
+        "basis-on-deferred": Entry("x", "deferred", up, "not yet wired", "t::t", basis="ggml"),
+    }
+    for name, entry in cases.items():
+        assert validate(Manifest("options", "b10621", (entry,))), name
+    fine = Entry("x", "not_applicable", up, "a ggml thread pool knob", "t::t", basis="ggml")
+    assert validate(Manifest("options", "b10621", (fine,))) == []
 
 
 @pytest.mark.parametrize("kind", available_kinds())

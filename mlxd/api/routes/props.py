@@ -100,6 +100,9 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         is_sleeping=sleeping,
     )
     body = props.model_dump()
+    kv = model.worker.kv_cache_info()
+    if kv["explicit"]:  # mlxd's own key, only where -ctk/-ctv is set: b10621's /props has no KV cache report
+        body["kv_cache"] = kv
     if template is not None and template.tool_use_source:
         body["chat_template_tool_use"] = template.tool_use_source
     return body

@@ -7,11 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlxd.config import Config, OptionSpec, ValueType, apply_overrides, resolve, table
 from mlxd.config.render import dump_toml, from_args_toml
+from mlxd.errors import ConfigError
 
 # Options whose value changes the mode or names a file that is read are left to their own tests.
 _SKIP = {"config", "model", "hf-repo", "docker-repo", "models-dir", "models-preset", "rope-scale", "rope-freq-scale"}
@@ -64,6 +66,12 @@ def test_dump_loads_back_to_the_same_config(doc: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "dump.toml"
         path.write_text(text, encoding="utf-8")
+        if not text.strip():
+            # Nothing differs from the defaults, so the dump is empty, and an empty file is refused like a
+            # truncated one: it never loads as "all defaults".
+            with pytest.raises(ConfigError, match="the file sets no option"):
+                resolve(["--config", str(path)], {}, read_config_ini=False)
+            return
         again = resolve(["--config", str(path)], {}, read_config_ini=False)
     assert _same(again.config, resolved.config)
     # a watch-config a source set is written and read back; its default is the file's: on

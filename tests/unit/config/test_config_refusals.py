@@ -21,8 +21,8 @@ REFUSED = [
     (["--mlock"], "mlock", "lock"),
     (["--numa", "distribute"], "numa", "NUMA"),
     (["-ngl", "20"], "n-gpu-layers", "partial GPU offload"),
-    (["-ctk", "q8_0"], "cache-type-k", "dtype"),
-    (["-ctv", "q4_0"], "cache-type-v", "dtype"),
+    (["-ctk", "iq4_nl"], "cache-type-k", "codebook"),
+    (["-ctv", "iq4_nl"], "cache-type-v", "codebook"),
     (["--fim-qwen-7b-default"], "fim-qwen-7b-default", "built-in presets"),
     (["-md", "/models/draft"], "model-draft", "speculative"),
     (["--spec-type", "draft-simple"], "spec-type", "speculative"),
@@ -114,13 +114,13 @@ REFUSED_UNLESS_DEFAULT = [
     (["--agent"], "agent", "true", "agent mode", "leave it disabled"),
     (["--media-path", "/srv/media"], "media-path", "/srv/media", "multimodal input", "text model"),
     (["--swa-full"], "swa-full", "true", "sliding-window", "leave it unset"),
-    (["-ctxcp", "4"], "swa-checkpoints", "4", "no context checkpoints", "or 0"),
+    (["-ctxcp", "4"], "swa-checkpoints", "4", "context checkpoints are not yet", "or 0"),
     (["--no-cache-idle-slots"], "cache-idle-slots", "false", "prompt cache", "--cache-ram 0"),
-    (["--perf"], "perf", "true", "performance timings", "`timings`"),
+    (["--perf"], "perf", "true", "performance counters", "`timings`"),
     (["--yarn-ext-factor", "0.5"], "yarn-ext-factor", "0.5", "YaRN", "1.0"),
     (["--yarn-attn-factor", "2"], "yarn-attn-factor", "2.0", "YaRN", "1.0"),
     (["--reasoning-preserve"], "reasoning-preserve", "true", "as the chat template does", "--chat-template-kwargs"),
-    (["--log-prompts-dir", "/var/log/p"], "log-prompts-dir", "/var/log/p", "not written to files", "/apply-template"),
+    (["--log-prompts-dir", "/var/log/p"], "log-prompts-dir", "/var/log/p", "prompts to files", "/apply-template"),
 ]
 
 
