@@ -114,11 +114,11 @@ parallel                int    -1          >=-1
 cont-batching           bool   true
 mmproj                  str?   ~           refuse why=multimodal
 mmproj-url              str?   ~           refuse why=multimodal
-mmproj-auto             bool   true        inert
+mmproj-auto             bool   true        supported
 mmproj-offload          bool   true        inert
 mmproj-device           str    auto        inert=auto why=multimodal
-image-min-tokens        int?   ~           inert
-image-max-tokens        int?   ~           inert
+image-min-tokens        int?   ~           supported
+image-max-tokens        int?   ~           supported
 mtmd-batch-max-tokens   int    1024        inert
 rpc                     str?   ~           refuse
 mlock                   bool   false       refuse
@@ -189,7 +189,7 @@ metrics                 bool   false
 props                   bool   false
 slots                   bool   true
 slot-save-path          str?   ~
-media-path              str?   ~           refuse why=media-path
+media-path              str?   ~           supported
 models-dir              str?   ~
 models-preset           str?   ~                       supported
 models-max              int    4           >=0         supported
@@ -308,8 +308,9 @@ REASONS: dict[str, tuple[str, str]] = {
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
     "spec": ("speculative decoding is not implemented by mlxd's engine",
              "leave it unset; mlxd decodes without a draft model"),
-    "multimodal": ("multimodal projectors are GGUF files that the MLX engine cannot load",
-                   "serve a text model; multimodal input is not supported"),
+    "multimodal": ("an MLX multimodal checkpoint holds its own vision and audio towers and projector, which mlxd "
+                   "loads from the model directory; a separate GGUF projector file cannot be loaded",
+                   "pass the multimodal MLX checkpoint with -m (or --hf-repo); --no-mmproj serves it as text only"),
     "cache-reuse": ("KV-shift chunk reuse is not implemented; the prompt cache reuses the longest common prefix",
                     "leave it at 0; prompt caching stays on"),
     "kv-type": ("the KV cache is kept in the checkpoint's own dtype; ggml cache types do not apply to MLX",
@@ -360,8 +361,6 @@ REASONS: dict[str, tuple[str, str]] = {
             "leave it unset; connect MCP servers in the client"),
     "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's web UI, which mlxd does not "
               "serve", "leave it disabled; give tools to a chat request's `tools`"),
-    "media-path": ("multimodal input is refused, so there are no media files to load",
-                   "leave it unset; serve a text model"),
     "jinja": ("mlxd renders chat only with Jinja templates; llama.cpp's built-in non-Jinja formats are not offered",
               "leave --jinja on; pick a template with --chat-template or --chat-template-file"),
     "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
