@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api import constraints, planning, reasoning
+from mlxd.api import constraints, media_parts, planning, reasoning
 from mlxd.api.planning import Plan, config_value
 from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
@@ -22,27 +22,6 @@ from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
 from mlxd.engine.chat.output import ChatDelta, ChatOutputStream
 from mlxd.engine.chat.templates import ChatTemplate
 from mlxd.errors import InvalidRequest, NotSupported
-
-IMAGE_REFUSAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
-AUDIO_REFUSAL = "audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
-IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
-AUDIO_PARTS = frozenset({"input_audio", "audio", "input_file"})
-
-
-def refuse_media(messages: Any) -> None:
-    """Image and audio content parts need a multimodal model: refused with b10621's 501."""
-    if not isinstance(messages, list):
-        return
-    for message in messages:
-        content = message.get("content") if isinstance(message, Mapping) else None
-        if not isinstance(content, list):
-            continue
-        for part in content:
-            kind = part.get("type") if isinstance(part, Mapping) else None
-            if kind in IMAGE_PARTS:
-                raise NotSupported(IMAGE_REFUSAL)
-            if kind in AUDIO_PARTS:
-                raise NotSupported(AUDIO_REFUSAL)
 
 
 def _adds_bos(model: ServedModel) -> bool:
@@ -85,7 +64,7 @@ def template(model: ServedModel) -> ChatTemplate:
 def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
            messages: Any) -> tuple[ChatPrompt, list[int]]:
     """Render chat ``messages`` (OpenAI shape) with the request's tools and kwargs; the prompt and its tokens."""
-    refuse_media(messages)
+    messages, sources = media_parts.extract(messages, model)  # media parts become markers (501 without a tower)
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, Mapping):
         raise InvalidRequest("Field 'chat_template_kwargs': must be an object")
@@ -108,7 +87,10 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
         raise InvalidRequest("Field 'parse_tool_calls': [json.exception.type_error.302] type must be boolean")
     if parse_tools is False:
         prompt = dataclasses.replace(prompt, parse_tool_calls=False)
-    return prompt, encode(model.loaded.tokenizer, prompt.prompt, True)
+    tokens = encode(model.loaded.tokenizer, prompt.prompt, True)
+    if sources:  # the processor makes the tokens once the media are read (media_parts.resolve, in plan)
+        tokens = media_parts.MediaPrompt(tokens, prompt.prompt, sources)
+    return prompt, tokens
 
 
 async def render_off_loop(request: Any, body: Mapping[str, Any], state: ServingState, model: ServedModel,
@@ -195,6 +177,7 @@ async def plan(body_fields: dict[str, Any], state: ServingState, model: ServedMo
                tokens: list[int]) -> Plan:
     """A chat request's plan: its native fields over the model's defaults, its constraints compiled and its
     reasoning budget read against the rendered prompt."""
+    tokens = await media_parts.resolve(tokens, model, config_value(state, "media_path", None))
     p = planning.plan(body_fields, state, model, [tokens], cache_namespace="chat")
     p = await constraints.constrain(p, body_fields, state, model, chat=True)
     p.reasoning = reasoning.chat_spec(body_fields, p.opts.reasoning, state, model, prompt)

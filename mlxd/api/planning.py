@@ -201,8 +201,10 @@ def grammar_settings(spec: Any) -> dict[str, Any]:
 
 def engine_request(p: Plan, tokens: list[int], *, progress: bool = False) -> GenerationRequest:
     """The worker's request for one prompt of the plan; ``progress``: the route renders ``return_progress``."""
+    media = getattr(tokens, "media", None)  # api.media_parts.MediaPrompt: its media key keeps caches apart
     return GenerationRequest(
-        prompt_tokens=tokens,
+        prompt_tokens=list(tokens),
+        media=media,
         sampling=p.sampling,
         n_predict=p.opts.n_predict,
         stop=list(p.stop),
@@ -210,7 +212,7 @@ def engine_request(p: Plan, tokens: list[int], *, progress: bool = False) -> Gen
         n_probs=p.n_probs,
         post_sampling_probs=p.post_sampling,
         cache_prompt=p.opts.cache_prompt,
-        cache_namespace=p.cache_namespace,
+        cache_namespace=p.cache_namespace if media is None else f"{p.cache_namespace}:media:{media.key}",
         id_slot=p.opts.id_slot,
         n_keep=p.opts.n_keep,
         n_discard=p.opts.n_discard,

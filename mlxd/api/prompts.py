@@ -2,7 +2,7 @@
 
 A prompt is a string, a list of token ids, a mixed list of strings and ids, or a list of those (one generation
 per element). A string gets the tokenizer's special tokens (BOS) only when it starts the prompt; ids are used as
-they are. Multimodal prompts (objects with ``multimodal_data``) need a vision or audio model and are refused.
+they are. Multimodal prompts (objects with ``multimodal_data``) need a vision or audio model (501 without one).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 from mlxd.errors import InvalidRequest, NotSupported
 
 MISSING_PROMPT = "[json.exception.out_of_range.403] key 'prompt' not found"
-NO_MULTIMODAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+NO_MULTIMODAL = "Multimodal data provided, but model does not support multimodal requests."
+OBJECT_PROMPT = ("\"prompt\" elements must be a string, a list of tokens, a JSON object containing a prompt string, "
+                 "or a list of mixed strings & tokens.")
 
 
 def _is_token(value: Any) -> bool:
@@ -56,8 +58,26 @@ def tokenize_one(tokenizer: Any, prompt: Any) -> list[int]:
     return out
 
 
-def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool = True) -> list[list[int]]:
-    """Every prompt of a request's ``prompt`` field, tokenized."""
+def _object_prompt(tokenizer: Any, item: Mapping[str, Any], model: Any) -> list[int]:
+    """``{"prompt_string": ..., "multimodal_data": [base64, ...]}``: the string's tokens, as a media prompt when it
+    has media (made into the model's tokens by ``api.media_parts.resolve``)."""
+    text = item.get("prompt_string")
+    if "prompt_string" not in item or not _is_single(text):
+        raise InvalidRequest(OBJECT_PROMPT)
+    tokens = tokenize_one(tokenizer, text)
+    if "multimodal_data" not in item:
+        return tokens
+    if model is None:
+        raise NotSupported(NO_MULTIMODAL)
+    from mlxd.api.media_parts import completion_prompt
+
+    return completion_prompt(item, model, tokens)
+
+
+def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool = True,
+                     model: Any = None) -> list[list[int]]:
+    """Every prompt of a request's ``prompt`` field, tokenized (``model``: the served model, which takes the
+    ``multimodal_data`` of object prompts when it has a vision or audio tower)."""
     if "prompt" not in body:
         if required:
             raise InvalidRequest(MISSING_PROMPT)
@@ -66,12 +86,13 @@ def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool 
     if _is_single(prompt):
         return [tokenize_one(tokenizer, prompt)]
     if isinstance(prompt, Mapping):
-        raise NotSupported(NO_MULTIMODAL)
+        return [_object_prompt(tokenizer, prompt, model)]
     if isinstance(prompt, list) and prompt:
         out = []
         for item in prompt:
             if isinstance(item, Mapping):
-                raise NotSupported(NO_MULTIMODAL)
+                out.append(_object_prompt(tokenizer, item, model))
+                continue
             if not _is_single(item):
                 raise InvalidRequest("\"prompt\" must be a string, a list of tokens, a list of mixed strings & "
                                      "tokens, or a list of prompts")

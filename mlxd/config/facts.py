@@ -117,12 +117,12 @@ parallel                int    -1          >=-1 effect=reload
 cont-batching           bool   true effect=reload
 mmproj                  str?   ~           refuse why=multimodal
 mmproj-url              str?   ~           refuse why=multimodal
-mmproj-auto             bool   true        inert why=multimodal
+mmproj-auto             bool   true        supported
 mmproj-offload          bool   true        inert
 mmproj-device           str    auto        inert=auto why=device
-image-min-tokens        int?   ~           inert why=multimodal
-image-max-tokens        int?   ~           inert why=multimodal
-mtmd-batch-max-tokens   int    1024        inert why=multimodal
+image-min-tokens        int?   ~           supported
+image-max-tokens        int?   ~           supported
+mtmd-batch-max-tokens   int    1024        inert
 rpc                     str?   ~           refuse
 mlock                   bool   false       refuse
 mmap                    bool?  ~           inert
@@ -192,7 +192,7 @@ metrics                 bool   false
 props                   bool   false
 slots                   bool   true
 slot-save-path          str?   ~
-media-path              str?   ~           refuse why=media-path
+media-path              str?   ~           supported
 models-dir              str?   ~ effect=pool
 models-preset           str?   ~                       supported effect=pool
 models-max              int    4           >=0         supported effect=pool
@@ -324,8 +324,9 @@ REASONS: dict[str, tuple[str, str]] = {
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
     "spec": ("this part of speculative decoding is not yet implemented by mlxd (mlx-lm can draft and verify)",
              "leave it unset"),
-    "multimodal": ("multimodal input (mlx-vlm's vision and audio towers) is not yet served by mlxd",
-                   "leave it unset; serve a text model"),
+    "multimodal": ("an MLX multimodal checkpoint holds its own vision and audio towers and projector, which mlxd "
+                   "loads from the model directory; a separate GGUF projector file cannot be loaded",
+                   "pass the multimodal MLX checkpoint with -m (or --hf-repo); --no-mmproj serves it as text only"),
     "cache-reuse": ("KV-shift chunk reuse is not yet implemented by mlxd; the prompt cache reuses the longest "
                     "common prefix", "leave it at 0; prompt caching stays on"),
     "kv-type": ("iq4_nl is a non-linear 4-bit codebook and MLX's quantization is affine, so it has no MLX "
@@ -378,8 +379,6 @@ REASONS: dict[str, tuple[str, str]] = {
             "leave it unset; connect MCP servers in the client"),
     "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's web UI, which mlxd does not "
               "serve", "leave it disabled; give tools to a chat request's `tools`"),
-    "media-path": ("multimodal input is not yet served by mlxd, so there are no media files to load",
-                   "leave it unset; serve a text model"),
     "escape": ("escape processing of --dry-sequence-breaker values is not yet implemented by mlxd; they are taken "
                "as given", "give the characters themselves"),
     "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
@@ -391,8 +390,8 @@ REASONS: dict[str, tuple[str, str]] = {
 # The reasons that are mlxd's own gaps: MLX (or mlx-lm, mlx-vlm) could do it and mlxd does not yet. An option
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
-    "spec", "multimodal", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
-    "swa-full", "checkpoints", "cache-idle-slots", "media-path", "escape",
+    "spec", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
+    "swa-full", "checkpoints", "cache-idle-slots", "escape",
 })
 
 # Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their
@@ -400,7 +399,7 @@ GAPS = frozenset({
 BASIS: dict[str, str] = {
     "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
-    "model-url": "gguf", "docker-repo": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
+    "model-url": "gguf", "docker-repo": "gguf", "multimodal": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
     "flash-attn": "mlx-kernel", "kv-type": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
 }
 

@@ -76,13 +76,20 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
     from mlxd.engine.rope import RopeOptions, model_overrides
     from mlxd.engine.sampling import defaults_from
-    from mlxd.engine.worker import ModelWorker
+    from mlxd.engine.vlm.worker import make_worker
 
     adapters = check_adapters(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply))
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
     check_embedding_options(path, embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling)
-    loaded = load_model(path, model_config=model_overrides(path, RopeOptions.of(cfg)) or None)
+    from mlxd.engine.vlm import modalities
+
+    if modalities(path).multimodal and cfg.mmproj_auto:  # images/audio through mlx-vlm; --no-mmproj: text only
+        from mlxd.engine.vlm.load import load_multimodal
+
+        loaded = load_multimodal(path, image_min_tokens=cfg.image_min_tokens, image_max_tokens=cfg.image_max_tokens)
+    else:
+        loaded = load_model(path, model_config=model_overrides(path, RopeOptions.of(cfg)) or None)
     try:
         tokenizer = loaded.tokenizer
         template = load_chat_template(
@@ -91,7 +98,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             jinja=cfg.jinja,
         )
         sampling = defaults_from(dict(values), loaded.generation_config, explicit)
-        worker = ModelWorker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
+        worker = make_worker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

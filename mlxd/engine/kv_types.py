@@ -68,11 +68,31 @@ def resolve(type_k: str, type_v: str, explicit: bool) -> KvType:
                       f"{', '.join([*FLOAT_DTYPES, *QUANT_BITS])}")
 
 
+def _text_args(model: Any) -> Any:
+    """The text decoder's hyper-parameters: an mlx-lm model's ``args``; an mlx-vlm model keeps them on its
+    language model (``args``) or in its config's ``text_config``."""
+    for holder in (model, getattr(model, "language_model", None)):
+        args = getattr(holder, "args", None)
+        if args is not None:
+            return args
+    return getattr(getattr(model, "config", None), "text_config", None)
+
+
+def _arg(args: Any, name: str) -> Any:
+    """``args.name``, else the same key of its ``text_config`` (mlx-lm's wrappers of multimodal checkpoints nest
+    the decoder's settings there)."""
+    value = getattr(args, name, None)
+    if value is None:
+        nested = getattr(args, "text_config", None)
+        value = nested.get(name) if isinstance(nested, dict) else getattr(nested, name, None)
+    return value
+
+
 def head_dims(model: Any) -> tuple[int, int, int, int]:
     """(layers with a KV cache, kv heads, key head size, value head size) of an mlx-lm model."""
-    args = getattr(model, "args", None)
-    heads = int(getattr(args, "num_key_value_heads", None) or getattr(args, "num_attention_heads", 1))
-    hd = getattr(args, "head_dim", None) or int(args.hidden_size) // int(args.num_attention_heads)
+    args = _text_args(model)
+    heads = int(_arg(args, "num_key_value_heads") or _arg(args, "num_attention_heads") or 1)
+    hd = _arg(args, "head_dim") or int(_arg(args, "hidden_size")) // int(_arg(args, "num_attention_heads"))
     n_kv = sum(1 for c in make_prompt_cache(model) if type(c) is KVCache)
     return n_kv, heads, int(hd), int(hd)
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from mlxd.engine import synth_tokenizer
+from mlxd.engine import synth_tokenizer, synth_vlm
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -193,6 +193,8 @@ def make_checkpoint(
     The same arguments in the same environment (Python's standard library, mlx, tokenizers) give the same bytes.
     The files are written next to ``out_dir`` first and moved into place whole, so a reader never sees half.
     """
+    if synth_vlm.is_preset(preset):  # the multimodal presets (float32, mlx-vlm's model classes)
+        return synth_vlm.make_checkpoint(out_dir, preset, seed)
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     if dtype not in ("float32", "bfloat16"):
@@ -296,7 +298,7 @@ def main(argv: list[str]) -> int:
         "standard library, a Qwen3 chat template).",
     )
     synth_model.add_argument("out_dir", metavar="OUT_DIR", type=Path)
-    synth_model.add_argument("--preset", choices=list(PRESETS), default="tiny")
+    synth_model.add_argument("--preset", choices=list(PRESETS) + list(synth_vlm.PRESETS), default="tiny")
     synth_model.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     synth_model.add_argument("--quantize", type=int, choices=[4, 8], default=None, help="quantize to this many bits")
     synth_model.add_argument("--seed", type=int, default=0)

@@ -139,3 +139,6 @@ class GenerationRequest:
     reasoning: ReasoningSpec | None = None
     # Send a ProgressEvent after each prompt chunk.
     return_progress: bool = False
+    # Images and audio of the prompt: an ``engine.vlm.MediaInputs`` (its key is part of cache_namespace); None
+    # for a text prompt.
+    media: object | None = None

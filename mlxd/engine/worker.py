@@ -41,6 +41,8 @@ RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or inva
 class ModelWorker:
     """Serves generations for one loaded model with continuous batching over ``--parallel`` slots."""
 
+    scheduler_class = Scheduler  # engine.vlm's worker puts its multimodal scheduler here
+
     def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None,
                  lora: LoraSet | None = None) -> None:
         if settings.context_shift:
@@ -57,7 +59,7 @@ class ModelWorker:
         self.constraints = Constraints(loaded.tokenizer, vocab_size, sorted(eos))
         if sampling is None:
             sampling = ChainSampling(TokenizerVocab(loaded.tokenizer, vocab_size, sorted(eos)), self.n_ctx_slot)
-        self.scheduler = Scheduler(
+        self.scheduler = self.scheduler_class(
             loaded.model,
             fast_decoder(loaded.tokenizer, special=settings.special),
             eos,

@@ -212,7 +212,8 @@ def test_responses_refuses_what_it_cannot_honour(client: httpx.Client) -> None:
 def test_transcriptions_need_an_audio_model(client: httpx.Client, path: str) -> None:
     response = client.post(path, files={"file": ("a.wav", b"RIFF0000WAVE", "audio/wav")}, data={"model": "m"})
     assert response.status_code == 501
-    assert response.json()["error"]["message"].startswith("audio input is not supported")
+    assert response.json()["error"] == {"code": 501, "message": "The current model does not support audio input.",
+                                        "type": "not_supported_error"}
 
 
 def test_reasoning_format_per_request(client: httpx.Client) -> None:

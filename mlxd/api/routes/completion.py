@@ -8,7 +8,7 @@ from typing import Any
 from sanic import Blueprint, Request
 
 from mlxd import __version__
-from mlxd.api import constraints, offload, planning, sse, stream_sessions
+from mlxd.api import constraints, media_parts, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -42,7 +42,10 @@ async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], A
     state = serving(request)
     body = json_object(request)
     model = served_model(request)
-    prompts = await offload.run(tokenize_prompts, model.loaded.tokenizer, body, size=len(request.body or b""))
+    prompts = await offload.run(tokenize_prompts, model.loaded.tokenizer, body, model=model,
+                                size=len(request.body or b""))
+    media_path = planning.config_value(state, "media_path", None)
+    prompts = [await media_parts.resolve(tokens, model, media_path) for tokens in prompts]  # multimodal_data
     p = planning.plan(body, state, model, prompts)
     return body, model, await constraints.constrain(p, body, state, model, chat=openai)
 

@@ -8,6 +8,7 @@ from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
+from mlxd.api.media_parts import modalities_of
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.schemas.models import ModelEntry, ModelList, ModelMeta, OllamaDetails, OllamaModel
@@ -36,7 +37,9 @@ def models_body(state: ServingState, model: ServedModel) -> dict[str, Any]:
     )
     tags = sorted(set(getattr(state.config, "tags", None) or []))  # a std::set in b10621: sorted, unique
     body = ModelList(
-        models=[OllamaModel(name=model.name, model=model.name, details=OllamaDetails())],
+        models=[OllamaModel(name=model.name, model=model.name, details=OllamaDetails(),
+                            capabilities=["completion", "multimodal"] if modalities_of(model).multimodal
+                            else ["completion"])],
         data=[
             ModelEntry(id=model.name, aliases=model.aliases or [model.name], tags=tags,
                        created=int(model.loaded_at), meta=meta)

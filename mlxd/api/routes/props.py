@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -11,16 +10,19 @@ from mlxd import __version__
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
+from mlxd.api.media import MARKER
+from mlxd.api.media_parts import modalities_of
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_slots
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.errors import NotSupported
-from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Props, PropsUpdate, Success
+from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Modalities, Props, PropsUpdate, Success
 
 bp = Blueprint("props")
 
 PROPS_DISABLED = "This server does not support changing global properties. Start it with `--props`"
-# One marker per process, as b10621 draws one at startup (clients splice it where media would go).
-MEDIA_MARKER = f"<__media_{secrets.token_urlsafe(24)[:32]}__>"
+# One marker per process, as b10621 draws one at startup (clients splice it where media would go); the same one
+# that chat media parts become and multimodal_data prompts are split at (api.media).
+MEDIA_MARKER = MARKER
 
 _SAMPLING_KEYS = (
     "temperature", "dynatemp_range", "dynatemp_exponent", "top_k", "top_p", "min_p", "top_n_sigma",
@@ -88,6 +90,7 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         model_ftype=ftype(model),
         model_path=str(model.loaded.path),
         media_marker=MEDIA_MARKER,
+        modalities=Modalities(**{k: True for k in modalities_of(model).names()}),
         endpoint_slots=bool(getattr(cfg, "slots", True)),
         endpoint_props=bool(getattr(cfg, "props", False)),
         endpoint_metrics=bool(getattr(cfg, "metrics", False)),

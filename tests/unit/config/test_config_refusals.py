@@ -112,7 +112,6 @@ REFUSED_UNLESS_DEFAULT = [
     (["--mcp-servers-config", "mcp.json"], "mcp-servers-config", "mcp.json", "MCP proxy", "in the client"),
     (["--mcp-servers-json", "{}"], "mcp-servers-json", "{}", "MCP proxy", "in the client"),
     (["--agent"], "agent", "true", "agent mode", "leave it disabled"),
-    (["--media-path", "/srv/media"], "media-path", "/srv/media", "multimodal input", "text model"),
     (["--swa-full"], "swa-full", "true", "sliding-window", "leave it unset"),
     (["-ctxcp", "4"], "swa-checkpoints", "4", "context checkpoints are not yet", "or 0"),
     (["--no-cache-idle-slots"], "cache-idle-slots", "false", "prompt cache", "--cache-ram 0"),

@@ -1,0 +1,97 @@
+"""The multimodal worker on the synthetic Qwen2-VL checkpoint: image and text prompts batched together give each
+request's solo tokens, a solo image run gives mlx-vlm's own greedy tokens, and the cache is keyed on the image."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mlxd.engine.sampling import SamplingParams
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.types import FinalEvent, GenerationRequest
+from tests.conftest import synthetic_checkpoint
+
+pytest.importorskip("mlx_vlm")
+
+MARKER = "<__media__>"
+CHAT = "<|im_start|>user\n{}what is this<|im_end|>\n<|im_start|>assistant\n"
+
+
+def image(seed: int, size: tuple[int, int] = (100, 80)) -> Any:
+    import numpy as np
+    from PIL import Image
+
+    return Image.fromarray((np.random.RandomState(seed).rand(size[1], size[0], 3) * 255).astype("uint8"))
+
+
+@pytest.fixture(scope="module")
+def vl_model() -> Any:
+    from mlxd.engine.vlm.load import load_multimodal
+
+    return load_multimodal(synthetic_checkpoint("qwen2-vl-tiny"))
+
+
+@pytest.fixture
+def worker(vl_model: Any) -> Iterator[Any]:
+    from mlxd.engine.vlm.worker import make_worker
+
+    w = make_worker(vl_model, WorkerSettings(ctx_size=2048, parallel=4, warmup=False))
+    w.start()
+    yield w
+    w.stop(0.0)
+
+
+def media_request(worker: Any, seeds: list[int], n: int = 12, **fields: Any) -> GenerationRequest:
+    from mlxd.engine.vlm.inputs import Medium
+
+    media = []
+    for seed in seeds:
+        img = image(seed, (100 + 28 * (seed % 2), 80))
+        media.append(Medium("image", img, hashlib.sha256(img.tobytes()).hexdigest()))
+    ids, inputs = worker.prepare(CHAT.format(MARKER * len(seeds)), MARKER, media).result()
+    return GenerationRequest(prompt_tokens=ids, sampling=SamplingParams(temperature=0.0), n_predict=n,
+                             media=inputs, cache_namespace=f"chat:media:{inputs.key}", **fields)
+
+
+def text_request(vl_model: Any, text: str = "hello there", n: int = 12) -> GenerationRequest:
+    ids = list(vl_model.tokenizer.encode(CHAT.format(text)))
+    return GenerationRequest(prompt_tokens=ids, sampling=SamplingParams(temperature=0.0), n_predict=n)
+
+
+def run(worker: Any, request: GenerationRequest) -> FinalEvent:
+    event = worker.submit(request).result()
+    assert isinstance(event, FinalEvent), event
+    return event
+
+
+def test_mixed_image_and_text_batches_give_solo_tokens(worker: Any, vl_model: Any) -> None:
+    requests = [media_request(worker, [0]), media_request(worker, [1]), text_request(vl_model),
+                media_request(worker, [2, 3]), text_request(vl_model, "import os")]
+    solo = [run(worker, r).tokens for r in requests]
+    assert len(set(solo)) == len(solo)  # the images change the answers
+    handles = [worker.submit(r) for r in requests]  # all at once: one decode batch with four slots busy
+    together = [h.result() for h in handles]
+    assert [e.tokens for e in together] == solo
+
+
+def test_image_tokens_equal_mlx_vlm_generate(worker: Any, vl_model: Any) -> None:
+    from mlx_vlm.generate import generate
+
+    ours = run(worker, media_request(worker, [0]))
+    prompt = CHAT.format("<|vision_start|><|image_pad|><|vision_end|>")
+    theirs = generate(vl_model.media.vlm, vl_model.media.processor, prompt, image=[image(0)], max_tokens=12,
+                      temperature=0.0, verbose=False)
+    assert ours.text.replace("\ufffd", "") == theirs.text.replace("\ufffd", "")
+
+
+def test_prompt_cache_is_keyed_on_the_media(worker: Any) -> None:
+    cold = run(worker, media_request(worker, [0]))
+    hit = run(worker, media_request(worker, [0]))
+    assert hit.timings.cache_n == len(media_request(worker, [0]).prompt_tokens) - 1 and hit.tokens == cold.tokens
+    other = media_request(worker, [4])  # the same size as image 0: the same placeholder tokens
+    assert other.prompt_tokens == media_request(worker, [0]).prompt_tokens
+    missed = run(worker, other)
+    assert missed.timings.cache_n == 0 and missed.tokens != cold.tokens
