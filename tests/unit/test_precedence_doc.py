@@ -35,5 +35,5 @@ def test_every_cited_rule_is_a_row_of_the_document() -> None:
 def test_the_document_is_cited_by_its_path() -> None:
     """``docs/precedence.md`` from the repository root (a link inside docs/ may say ``precedence.md``)."""
     stale = [str(path.relative_to(ROOT)) for path in SOURCES if path != Path(__file__).resolve()
-             and re.search(r"(?<!docs/)(?<![[(])precedence\.md", path.read_text(encoding="utf-8"))]
+             and re.search(r"(?<!docs/)(?<![\[(])precedence\.md", path.read_text(encoding="utf-8"))]
     assert stale == []
