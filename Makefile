@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEFAULT_MODEL ?= .cache/models/tiny
 
-.PHONY: run test bench venv clean
+.PHONY: run test typecheck bench venv clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,10 @@ run: $(STAMP) $(DEFAULT_MODEL)/config.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# mypy over the packages [tool.mypy] lists in pyproject.toml (those held at zero errors; `mypy mlxd` shows the rest).
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
 
 # Benchmarks against mlx-lm and mlx_lm.server on the synthetic checkpoints (slow; never part of `test`).
 bench: $(STAMP)

@@ -92,13 +92,6 @@ class NotFound(RequestError):
     type = "not_found_error"
 
 
-class PermissionDenied(RequestError):
-    """The request is understood but not allowed: 403 ``permission_error``."""
-
-    status = 403
-    type = "permission_error"
-
-
 class NotSupported(RequestError):
     """A feature this server (or its model, or its options) does not offer: 501 ``not_supported_error``."""
 

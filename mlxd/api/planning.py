@@ -60,9 +60,9 @@ def read_stop(body: Mapping[str, Any], state: ServingState) -> list[str]:
 def read_sampling(body: Mapping[str, Any], model: ServedModel) -> Any:
     """The request's sampling parameters over the model's defaults, refusals (``InvalidRequest``) in b10621's
     wording."""
-    from mlxd.engine.sampling.params import SamplingParams
+    from mlxd.engine.sampling import apply_request
 
-    return SamplingParams.from_request(body, model.sampling_defaults, sampling_vocab(model))
+    return apply_request(body, model.sampling_defaults, sampling_vocab(model))
 
 
 class _Vocab:

@@ -1,4 +1,5 @@
-"""Router mode, before a route runs: pick the handler by mode and the model a request names (rule 2.16).
+"""Router mode, before a route runs: pick the handler by mode and the model a request names (docs/precedence.md
+rule 2.16).
 
 b10621 swaps handlers when it starts as a router: ``GET /models`` and ``/v1/models`` list the router's models,
 ``GET /props`` without ``?model=`` describes the router, and every other model route is served by the model the

@@ -8,7 +8,7 @@ trailing ``?`` for "may be unset" (None). ``~`` is None, ``[]`` an empty list. A
 
 - ``restart``: a change needs a restart (listeners); every other option is live.
 - ``secret``: redacted in every rendering.
-- ``acc``: the env value and the command-line values accumulate (precedence.md rule 1.4).
+- ``acc``: the env value and the command-line values accumulate (docs/precedence.md rule 1.4).
 - ``append``: repeating the argument appends instead of replacing (rule 1.9).
 - ``split``: a value is a comma-separated list.
 - ``{a,b}``: the accepted words; ``>=N`` / ``N..M``: the accepted integer or float range; ``dom=NAME``: a custom

@@ -1,7 +1,7 @@
 """Layering: read every source, merge them in precedence order, check, and build the ResolvedConfig.
 
 One process (design.md "Precedence"): defaults < config.ini < TOML < env < command line < admin. Router mode, per
-model (precedence.md rule 2.15): defaults < config.ini < TOML < env < presets ``[*]`` < the model's entry (store <
+model (docs/precedence.md rule 2.15): defaults < config.ini < TOML < env < presets ``[*]`` < the model's entry (store <
 ``--models-dir`` < preset section, then TOML ``[models.NAME]``) < the router's explicit command-line flags, less
 the reserved ones (rule 2.10) < admin.
 """
@@ -30,7 +30,7 @@ from mlxd.config.sources.toml import TomlSource
 from mlxd.config.values import Setting
 from mlxd.errors import ConfigError, ConfigProblem
 
-# Router command-line options that are not laid over every model (precedence.md rule 2.10).
+# Router command-line options that are not laid over every model (docs/precedence.md rule 2.10).
 ROUTER_RESERVED = frozenset({"ssl-key-file", "ssl-cert-file", "api-key", "models-dir", "models-max",
                              "models-preset", "models-autoload", "model", "mmproj", "alias", "hf-repo"})
 
@@ -184,9 +184,9 @@ def layer(sources: Sources) -> ResolvedConfig:
 
 def _derive(settings: dict[str, Setting]) -> dict[str, Setting]:
     """Values that follow from other options. b10621's: with --tools and no explicit --cors-origins, CORS origins
-    become ``localhost`` (precedence.md rule 1.12), provenance ``derived:`` and the source of the option that caused
-    it. mlxd's own defaults that depend on another option keep ``default:`` and that option's name: with a TOML
-    file (``--config``) and no explicit --watch-config, the file is watched (``default:--config``)."""
+    become ``localhost`` (docs/precedence.md rule 1.12), provenance ``derived:`` and the source of the option that
+    caused it. mlxd's own defaults that depend on another option keep ``default:`` and that option's name: with a
+    TOML file (``--config``) and no explicit --watch-config, the file is watched (``default:--config``, rule 3.2)."""
     tools = settings["tools"]
     if tools.value and settings["cors-origins"].source == "default":
         settings["cors-origins"] = Setting("localhost", f"derived:{tools.source}")

@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from mlxd.config import facts
+import mlxd.config.facts as facts  # the submodule itself: the package's __init__ imports this module
 
 
 class Kind(enum.Enum):
@@ -57,7 +57,7 @@ class OptionSpec:
     env_negative: str | None  # the implicit LLAMA_ARG_NO_* alias of a bool pair
     live: bool = True
     secret: bool = False
-    accumulate: bool = False  # env and command-line values add up (precedence.md rule 1.4)
+    accumulate: bool = False  # env and command-line values add up (docs/precedence.md rule 1.4)
     append: bool = False  # a repeated argument appends (rule 1.9)
     split: bool = False  # a value is a comma-separated list
     choices: tuple[str, ...] | None = None

@@ -3,7 +3,7 @@
 Option parsers treat ``-ngl`` as ``-n gl``; llama.cpp does not. The pre-pass walks the arguments with the option
 table, so it knows which arguments are values (a value that happens to spell an option, such as ``-n -c``, is left
 alone) and it stops at ``--``. It also applies b10621's ``--ctx_size`` -> ``--ctx-size`` rewrite, to ``--``
-arguments only (precedence.md rule 1.8).
+arguments only (docs/precedence.md rule 1.8).
 """
 
 from __future__ import annotations

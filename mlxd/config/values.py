@@ -40,7 +40,7 @@ class BadValue(ValueError):
     """A value outside an option's type or domain; the message says what was expected."""
 
 
-# b10621's boolean words (precedence.md rule 1.6): exact and case-sensitive.
+# b10621's boolean words (docs/precedence.md rule 1.6): exact and case-sensitive.
 TRUTHY = frozenset({"on", "enabled", "true", "1"})
 FALSEY = frozenset({"off", "disabled", "false", "0"})
 GGML_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")

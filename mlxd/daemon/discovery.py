@@ -13,8 +13,8 @@ from mlxd.config import ResolvedConfig, resolve
 
 
 def resolve_serving(argv: list[str], env: Mapping[str, str]) -> ResolvedConfig:
-    """``resolve(argv, env)``, plus the model store's ``owner/name`` snapshots in router mode (rule 2.9: cache <
-    --models-dir < preset)."""
+    """``resolve(argv, env)``, plus the model store's ``owner/name`` snapshots in router mode (docs/precedence.md
+    rule 2.9: cache < --models-dir < preset)."""
     resolved = resolve(argv, env)
     if not resolved.is_router:
         return resolved

@@ -36,8 +36,7 @@ def preflight(resolved: ResolvedConfig, env: Mapping[str, str], *, setup: Callab
         except ConfigError as exc:  # named after the option; the source says where it was set
             problems.extend(_sourced(p, resolved) for p in exc.problems)
         except MlxdError as exc:  # an engine refusal names its subject itself; the source says where it was set
-            source = resolved.provenance.get(option, "default")
-            problems.append(ConfigProblem(None, None if source == "default" else source, str(exc)))
+            problems.append(ConfigProblem(None, _source(resolved, option), str(exc)))
 
     if cfg.log_file and not cfg.log_disable:
         run("log-file", lambda: _log_file(str(cfg.log_file)))
@@ -58,9 +57,17 @@ def preflight(resolved: ResolvedConfig, env: Mapping[str, str], *, setup: Callab
         raise ConfigError(problems)
 
 
+def _source(resolved: ResolvedConfig, option: str) -> str | None:
+    """Where ``option`` was set, or None for a default (a diagnostic then names no source)."""
+    from mlxd.config import is_default
+
+    source = resolved.provenance.get(option, "default")
+    return None if is_default(source) else source
+
+
 def _sourced(problem: ConfigProblem, resolved: ResolvedConfig) -> ConfigProblem:
-    source = resolved.provenance.get(problem.option or "", "default")
-    return problem if problem.source is not None or source == "default" else replace(problem, source=source)
+    source = _source(resolved, problem.option or "")
+    return problem if problem.source is not None or source is None else replace(problem, source=source)
 
 
 def _blas(cfg: Config) -> None:

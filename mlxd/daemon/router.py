@@ -1,6 +1,6 @@
 """The router's model pool: several models by name, loaded on demand, at most ``--models-max`` at once.
 
-b10621's router semantics (precedence.md rules 2.8, 2.16, 2.17), served in one process: each model is a
+b10621's router semantics (docs/precedence.md rules 2.8, 2.16, 2.17), served in one process: each model is a
 ServedModel with its own worker thread instead of a child process. A model is ``unloaded``, ``loading``,
 ``loaded``, ``draining`` (its in-flight requests finish before it is freed) or ``failed`` (with the error; the rest
 of the pool is untouched). Loading runs on a worker thread; requests for a model that is loading wait for it.

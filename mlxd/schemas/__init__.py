@@ -1,1 +1,2 @@
-"""Pydantic models of every wire format: native llama, OpenAI, Anthropic, admin, and the error envelope."""
+"""Pydantic models of the wire formats: native llama, OpenAI, Anthropic, admin. b10621's error envelope is built
+in one place, mlxd.api.errors."""

@@ -1,6 +1,7 @@
-"""The admin API's wire formats: every request and response body of the admin listener.
+"""The admin API's wire formats: the request and response bodies the admin routes validate and build.
 
-Responses are JSON objects; every refusal is ``{"error": {"code": CODE, "message": ...}}`` with a stable code.
+Responses are JSON objects; every refusal is ``{"error": {"code": CODE, "message": ...}}`` with a stable code,
+rendered by mlxd.admin.app.
 """
 
 from __future__ import annotations
@@ -15,17 +16,6 @@ ModelStateName = Literal["unloaded", "loading", "loaded", "draining", "failed"]
 
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class AdminErrorObject(_Wire):
-    """A stable, machine-readable ``code`` (conflict, unauthorized, not_found, ...) and a human message."""
-
-    code: str
-    message: str
-
-
-class AdminErrorBody(_Wire):
-    error: AdminErrorObject
 
 
 class LastErrorView(_Wire):
@@ -109,20 +99,3 @@ class LoggingResponse(_Wire):
     """The log options with their sources."""
 
     options: dict[str, OptionView]
-
-
-class PersistResponse(_Wire):
-    path: str
-    written: list[str]
-    removed: list[str]
-    kept: list[str] = Field(default_factory=list)
-
-
-class Event(BaseModel):
-    """One controller event (``committed``, ``refused``, ``model``); extra fields ride along."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: int
-    type: str
-    time: float

@@ -1,7 +1,7 @@
 """The native ``/completion`` wire format: the request fields that are not sampling, and the response objects.
 
 Sampling fields (temperature ... samplers, seed, logit_bias, n_probs, stop) are read by the engine's
-``SamplingParams.from_request`` and constraint fields (grammar, json_schema...) by its constraint sources; this
+``apply_request`` (mlxd.engine.sampling) and constraint fields (grammar, json_schema...) by its constraint sources; this
 module reads the rest with b10621's rules (``mlxd.schemas.fields``) into one frozen model, and refuses what mlxd
 cannot honour yet instead of ignoring it.
 """

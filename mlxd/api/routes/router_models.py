@@ -52,7 +52,7 @@ def _model_name(request: Request) -> str:
 
 # -- the inventory ----------------------------------------------------------------------------------------------
 def _spelling(spec: OptionSpec) -> str:
-    """The last long spelling, as b10621 renders a child's option (rule 2.13)."""
+    """The last long spelling, as b10621 renders a child's option (docs/precedence.md rule 2.13)."""
     return spec.long[-1] if spec.long else "--" + spec.name
 
 

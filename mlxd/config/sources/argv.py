@@ -1,4 +1,4 @@
-"""The command line, after the pre-pass: b10621's parsing rules (precedence.md 1.8-1.10).
+"""The command line, after the pre-pass: b10621's parsing rules (docs/precedence.md 1.8-1.10).
 
 Value options take the next argument whatever it looks like (``-n -1``); a repeated option keeps its last value,
 except appending options, which keep every value; value-less spellings set true, negative ones false.

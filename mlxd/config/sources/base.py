@@ -24,5 +24,5 @@ class Layer:
 
     @property
     def accumulates(self) -> bool:
-        """Whether list values of accumulating options add to the layer below (precedence.md rule 1.4)."""
+        """Whether list values of accumulating options add to the layer below (docs/precedence.md rule 1.4)."""
         return self.name in ("env", "cli")

@@ -1,4 +1,4 @@
-"""b10621's own config.ini files (precedence.md rule 1.2), below the TOML file.
+"""b10621's own config.ini files (docs/precedence.md rule 1.2), below the TOML file.
 
 ``/etc/llama.cpp/config.ini``, then ``${XDG_CONFIG_HOME:-$HOME/.config}/llama.cpp/config.ini``; later files win. In
 each, only ``[*]`` and ``[default]`` apply (``[default]`` over ``[*]``, as a model's own keys sit over ``[*]``). As in

@@ -1,6 +1,6 @@
 """The environment: LLAMA_ARG_* (and LLAMA_API_KEY, HF_TOKEN, MTMD_BACKEND_DEVICE), then MLXD_*.
 
-b10621's rules (precedence.md 1.5-1.7): a value-less flag fires only for a truthy word and a falsey word does
+b10621's rules (docs/precedence.md 1.5-1.7): a value-less flag fires only for a truthy word and a falsey word does
 nothing; a ``--x/--no-x`` pair reads ``parse_bool_value``, and the mere existence of ``LLAMA_ARG_NO_X`` makes it
 false, ahead of ``LLAMA_ARG_X``; value options take the text as their value. mlxd is stricter in one place: a flag
 value that is neither truthy nor falsey is an error instead of being ignored.

@@ -2,7 +2,7 @@
 
 ``[section]`` headers and ``key = value`` lines; ``;`` and ``#`` start comments (at the start of a line, or after
 whitespace at the end of one); keys match ``[a-zA-Z_][a-zA-Z0-9_.-]*``; keys before any header belong to
-``[default]`` (precedence.md rules 2.2 and 2.4).
+``[default]`` (docs/precedence.md rules 2.2 and 2.4).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from mlxd.errors import ConfigProblem
 
 
 def lookup(table: OptionTable, key: str, *, env_names: bool) -> OptionSpec | None:
-    """The option a key names: any spelling without leading dashes, exactly (precedence.md rule 2.6); INI
+    """The option a key names: any spelling without leading dashes, exactly (docs/precedence.md rule 2.6); INI
     documents also accept env names."""
     spec = table.by_key.get(key)
     if spec is None and env_names:

@@ -1,4 +1,4 @@
-"""The presets INI (``--models-preset PATH``): per-model overlays for router mode (precedence.md 2.2-2.8).
+"""The presets INI (``--models-preset PATH``): per-model overlays for router mode (docs/precedence.md 2.2-2.8).
 
 ``[*]`` is laid under every model; ``[NAME]`` defines or extends the model NAME; keys before any header form
 ``[default]``, dropped when empty. Keys are matched exactly: any spelling without dashes or any env name, so

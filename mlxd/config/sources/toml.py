@@ -86,7 +86,7 @@ class TomlSource:
 
     def _router_keys(self, overlay: dict[str, Any], prefix: tuple[str, ...], lines: dict[tuple[str, ...], int],
                      layer: Layer) -> dict[str, Any]:
-        """A model table's router-only keys, as in the presets file (precedence.md rule 2.8), typed natively."""
+        """A model table's router-only keys, as in the presets file (docs/precedence.md rule 2.8), typed natively."""
         out: dict[str, Any] = {}
         for key, kind in ((k, PRESET_ONLY[k][0]) for k in overlay if k in PRESET_ONLY):
             value = overlay[key]

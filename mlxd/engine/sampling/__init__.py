@@ -11,7 +11,7 @@ from mlxd.engine.sampling.params import (
     SamplingVocab,
     defaults_from,
 )
-from mlxd.engine.sampling.request import json_type_name, read_bool, read_number
+from mlxd.engine.sampling.request import apply_request, json_type_name, read_bool, read_number
 
 __all__ = [
     "DEFAULT_DRY_BREAKERS",
@@ -23,6 +23,7 @@ __all__ = [
     "SamplingVocab",
     "TokenCandidate",
     "TokenSampler",
+    "apply_request",
     "defaults_from",
     "json_type_name",
     "read_bool",

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlxd.engine.sampling import temperature as temp_stage
-from mlxd.engine.sampling import truncation
+import mlxd.engine.sampling.temperature as temp_stage  # the submodules themselves, not the package's surface
+import mlxd.engine.sampling.truncation as truncation
 from mlxd.engine.sampling.candidates import DEFAULT_SEED, Candidates, Mt19937, resolve_seed
 from mlxd.engine.sampling.infill import Infill
 from mlxd.engine.sampling.params import SamplingParams, SamplingVocab

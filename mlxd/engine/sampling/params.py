@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from mlxd.errors import InvalidRequest as InvalidRequest  # re-exported: what from_request raises
+from mlxd.errors import InvalidRequest as InvalidRequest  # re-exported: what request.apply_request raises
 
 DEFAULT_SEED = 0xFFFFFFFF
 DEFAULT_SAMPLERS: tuple[str, ...] = (
@@ -104,14 +104,6 @@ class SamplingParams(BaseModel):
     @classmethod
     def _uint32_seed(cls, value: int) -> int:
         return value & 0xFFFFFFFF
-
-    @classmethod
-    def from_request(cls, fields: Mapping[str, Any], defaults: SamplingParams, tokenizer: SamplingVocab
-                     ) -> SamplingParams:
-        """Apply a request's sampling fields over ``defaults`` with b10621's rules; raises InvalidRequest."""
-        from mlxd.engine.sampling.request import apply_request
-
-        return apply_request(fields, defaults, tokenizer)
 
     @classmethod
     def server_defaults(cls, **values: Any) -> SamplingParams:

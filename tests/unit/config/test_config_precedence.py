@@ -1,4 +1,4 @@
-"""The precedence matrix: b10621's rules (../shared/b10621/precedence.md) and design.md's layering, one test per
+"""The precedence matrix: b10621's rules (docs/precedence.md) and design.md's layering, one test per
 rule, each citing its rule."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from mlxd.config.sources.toml import TomlSource
 
 
 def test_ini_grammar() -> None:
-    # precedence.md 2.2: headers, key = value, ';' and '#' comments, trailing comments, keys before a header
+    # docs/precedence.md 2.2: headers, key = value, ';' and '#' comments, trailing comments, keys before a header
     doc, problems = parse_ini("a = 1 ; note\n# c\n; c\n[s]\n b.c-d_e = x y  # tail\nurl = http://h/#frag\n", "f")
     assert problems == []
     assert [(e.key, e.value, e.line) for e in doc.sections["default"]] == [("a", "1", 1)]
@@ -34,7 +34,7 @@ def test_ini_errors_name_line_and_column(text: str, where: str, message: str) ->
 @pytest.mark.parametrize("raw,expected", [("org/repo:q4_k_m", "org/repo:Q4_K_M"), ("r:model-q8_0", "r:Q8_0"),
                                           ("r:v1.bf16", "r:BF16"), ("plain", "plain")])
 def test_section_names(raw: str, expected: str) -> None:
-    # precedence.md 2.5
+    # docs/precedence.md 2.5
     assert normalise_section(raw) == expected
 
 

@@ -1,4 +1,4 @@
-"""TOML ``[models.NAME]`` tables take the presets file's router-only keys (precedence.md rule 2.8)."""
+"""TOML ``[models.NAME]`` tables take the presets file's router-only keys (docs/precedence.md rule 2.8)."""
 
 from __future__ import annotations
 

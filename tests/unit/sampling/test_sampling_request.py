@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from mlxd.engine.sampling import DEFAULT_SAMPLERS, InvalidRequest, SamplingParams
+from mlxd.engine.sampling import DEFAULT_SAMPLERS, InvalidRequest, SamplingParams, apply_request
 
 DEFAULTS = SamplingParams()
 
 
 def parse(vocab, **fields) -> SamplingParams:
-    return SamplingParams.from_request(fields, DEFAULTS, vocab)
+    return apply_request(fields, DEFAULTS, vocab)
 
 
 def refused(vocab, **fields) -> str:
@@ -28,7 +28,7 @@ def test_absent_and_null_keep_defaults(vocab):
 
 def test_defaults_come_from_the_server(vocab):
     server = SamplingParams(temperature=0.6, top_k=20)
-    got = SamplingParams.from_request({"top_p": 0.5}, server, vocab)
+    got = apply_request({"top_p": 0.5}, server, vocab)
     assert (got.temperature, got.top_k, got.top_p) == (0.6, 20, 0.5)
 
 
