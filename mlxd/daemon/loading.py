@@ -87,7 +87,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             loaded.path, chat_template=cfg.chat_template, chat_template_file=cfg.chat_template_file,
             bos_token=getattr(tokenizer, "bos_token", None), eos_token=getattr(tokenizer, "eos_token", None),
         )
-        sampling = defaults_from(dict(values), loaded.generation_config, explicit)
+        sampling = defaults_from(dict(values), explicit)
         worker = ModelWorker(loaded, worker_settings(cfg), lora=attach_adapters(loaded.model, adapters))
     except MlxdError:
         raise

@@ -106,7 +106,7 @@ def test_one_change_per_effect_class_under_load(daemon: tuple[RunningServer, Pat
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("", "sets no option"),  # truncated to nothing
+    ("", "the file is empty"),  # truncated to nothing
     ("ctx-size = 512\ntemperature = 0.", "mlxd.toml"),  # truncated in the middle of a value
     ("ctx-size = 512\ntemperature = 0.5\nparallel = 4\n", "names no model"),  # truncated before the model line
 ])

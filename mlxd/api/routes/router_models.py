@@ -58,11 +58,13 @@ def _spelling(spec: OptionSpec) -> str:
 
 def _shown(model: ModelResolved) -> list[tuple[OptionSpec, Any]]:
     """The options a model sets itself (preset, models-dir, store, TOML or the router's command line); the
-    environment and config.ini are inherited, as a child inherits them, so they are not part of its line."""
+    environment and config.ini are inherited, as a child inherits them, and a child reads its checkpoint's own
+    generation_config.json itself, so none of them is part of its line."""
     out = []
     for spec in table():
         source = model.provenance[spec.name]
-        if spec.name in _NOT_SHOWN or spec.secret or source == "default" or source.startswith(("env:", "ini:")):
+        if spec.name in _NOT_SHOWN or spec.secret or source == "default" \
+                or source.startswith(("env:", "ini:", "checkpoint:")):
             continue
         value = getattr(model.config, spec.field)
         if value is not None:

@@ -1,8 +1,8 @@
 """Per-request sampling parameters with llama-server b10621's names and defaults, and how defaults are built.
 
 Field names are those of native ``/completion`` (and of ``generation_settings`` in its responses). Server-wide
-defaults come from the configuration (option names are llama-server's long spellings) and, for temperature, top-k
-and top-p when those options were not set, from the checkpoint's ``generation_config.json``.
+defaults come from the configuration (option names are llama-server's long spellings), which already holds the
+checkpoint's ``generation_config.json`` recommendations as a source of its own.
 """
 
 from __future__ import annotations
@@ -172,17 +172,13 @@ OPTION_FIELDS: Mapping[str, str] = {
     "ignore-eos": "ignore_eos", "backend-sampling": "backend_sampling", "samplers": "samplers",
     "sampler-seq": "samplers", "sampling-seq": "samplers", "logit-bias": "logit_bias",
 }
-# The options a checkpoint's generation_config.json may default, and its keys for them.
-GENERATION_CONFIG_KEYS: Mapping[str, str] = {"temp": "temperature", "top-k": "top_k", "top-p": "top_p"}
-
-
-def defaults_from(config_values: Mapping[str, Any], generation_config: Mapping[str, Any] | None,
-                  explicitly_set: set[str]) -> SamplingParams:
-    """Server-wide sampling defaults.
+def defaults_from(config_values: Mapping[str, Any], explicitly_set: set[str]) -> SamplingParams:
+    """Server-wide sampling defaults from resolved option values.
 
     ``config_values`` maps option names to resolved values (unknown options are ignored, so a whole Config dump
-    may be passed); ``explicitly_set`` names the options some source set. Temperature, top-k and top-p fall back
-    to ``generation_config`` when their option was not set, as b10621 does with a model's sampling metadata.
+    may be passed); ``explicitly_set`` names the options some source set. The checkpoint's own recommendations
+    (``generation_config.json``) are already among the values: the configuration reads them as a source
+    (mlxd.config.sources.checkpoint), so nothing is merged here.
     """
     values: dict[str, Any] = {}
     # Options that share a field (``samplers``/``sampling-seq``, ``temp``/``temperature``): one a source set beats
@@ -192,12 +188,6 @@ def defaults_from(config_values: Mapping[str, Any], generation_config: Mapping[s
         if field is None or value is None:
             continue
         values[field] = _option_value(option, value)
-    for option, key in GENERATION_CONFIG_KEYS.items():
-        aliases = {option} | {o for o, f in OPTION_FIELDS.items() if f == OPTION_FIELDS[option]}
-        if aliases & explicitly_set or not generation_config or generation_config.get(key) is None:
-            continue
-        raw = generation_config[key]
-        values[OPTION_FIELDS[option]] = int(raw) if option == "top-k" else float(raw)
     return SamplingParams(**values)
 
 
