@@ -21,6 +21,8 @@ async def get_metrics(request: Request) -> HTTPResponse:
         raise NotSupported(METRICS_DISABLED)
     registry = state.metrics
     registry.config_hash = config_hash(state.config)
+    if state.controller is not None:
+        registry.generation, registry.last_change = state.controller.generation, state.controller.last_result
     model = state.model
     registry.model_name = model.name if model is not None else ""
     if model is not None:
