@@ -94,7 +94,7 @@ def _writes(path: Path) -> list[str]:
             holder = _holder(target.value)
             if (holder == "serving" and target.attr in SERVING_FIELDS) or \
                     (holder in ("controller", "owner") and target.attr in OWNED_ANYWHERE) or \
-                    target.attr == "generation":
+                    (path == OWNER and holder == "self" and target.attr in OWNED_ANYWHERE):
                 out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} assigns {holder}.{target.attr}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
                 and node.args and _holder(node.args[0]) in ("serving", "controller"):

@@ -13,6 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from mlxd.config.domains import logit_bias
+
 from mlxd.errors import InvalidRequest as InvalidRequest  # re-exported: what from_request raises
 
 DEFAULT_SEED = 0xFFFFFFFF
@@ -135,27 +137,9 @@ def sampler_names_from_chars(chars: str) -> tuple[str, ...]:
 
 
 def parse_logit_bias_option(entries: Iterable[str | tuple[int, float]]) -> dict[int, float]:
-    """``--logit-bias`` values, ``TOKEN_ID(+|-)BIAS`` such as ``15043+1`` or ``2-inf``, into {token: bias}."""
-    out: dict[int, float] = {}
-    for entry in entries:
-        if isinstance(entry, str):
-            token, sign, value = _split_bias(entry)
-            bias = float(value) * (-1.0 if sign == "-" else 1.0)
-        else:
-            token, bias = int(entry[0]), float(entry[1])
-        out[token] = out.get(token, 0.0) + bias
-    return out
-
-
-def _split_bias(entry: str) -> tuple[int, str, str]:
-    text = entry.strip()
-    digits = len(text) - len(text.lstrip("+-"))
-    i = digits
-    while i < len(text) and text[i].isdigit():
-        i += 1
-    if i == digits or i >= len(text) or text[i] not in "+-":
-        raise ValueError(f"invalid logit bias {entry!r}: expected TOKEN_ID(+/-)BIAS")
-    return int(text[:i]), text[i], text[i + 1:]
+    """``--logit-bias`` values, ``TOKEN_ID(+|-)BIAS`` such as ``15043+1`` or ``2-inf``, into {token: bias} (the
+    configuration's own parser, mlxd.config.domains, which refuses a bad value before it reaches a Config)."""
+    return logit_bias(entries)
 
 
 # Configuration option (llama-server's long spelling) -> SamplingParams field.
