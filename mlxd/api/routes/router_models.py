@@ -128,6 +128,7 @@ def inventory(state: ServingState) -> dict[str, Any]:
     """``GET /models`` in router mode: every model the router knows of, with its status."""
     now = int(time.time())
     data = []
+    assert state.pool is not None  # router mode
     for entry in state.pool.entries():
         model: ModelResolved = entry.spec
         status: dict[str, Any] = {"value": _STATUS[entry.state], "args": child_args(model)}
@@ -160,6 +161,7 @@ async def inventory_response(request: Request) -> HTTPResponse:
 def router_props(state: ServingState) -> HTTPResponse:
     """``GET /props`` without ``?model=``: the router's own facts."""
     pool = state.pool
+    assert pool is not None  # router mode
     return json_response({
         "role": "router", "max_instances": pool.models_max, "models_autoload": pool.autoload,
         "model_alias": "llama-server", "model_path": "none",
