@@ -38,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for an answer")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("status", parents=[common], help="generation, config hash, last error, models")
-    sub.add_parser("config", parents=[common], help="the resolved configuration with each value's source")
+    config = sub.add_parser("config", parents=[common], help="show the resolved configuration with each value's "
+                            "source, or set options (KEY=VALUE: an admin override; KEY=null removes it)")
+    config.add_argument("settings", nargs="*", metavar="KEY=VALUE")
     sub.add_parser("reload", parents=[common], help="re-read the configuration files")
     sub.add_parser("persist", parents=[common], help="write the admin overrides into the TOML file")
     for name, what in (("load", "load (swap to) a model"), ("unload", "stop serving a model")):
@@ -148,6 +150,9 @@ def run(args: argparse.Namespace, client: httpx.Client) -> tuple[Any, str]:
     if command == "status":
         data = call(client, "GET", "/v1/status")
         return data, render_status(data)
+    if command == "config" and args.settings:
+        data = call(client, "PATCH", "/v1/config", _pairs(args.settings))
+        return data, render_change(data)
     if command == "config":
         data = call(client, "GET", "/v1/config")
         return data, f"# generation {data['generation']}, config {data['config_hash'][:16]}\n" + render_options(

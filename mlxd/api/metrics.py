@@ -66,6 +66,8 @@ class ServerMetrics:
         self._bucket = [0, 0.0, 0, 0.0]  # prompt tokens, prompt seconds, predicted tokens, predicted seconds
         self.config_hash = ""
         self.model_name = ""
+        self.generation = 0  # the owner's generation and its last change's outcome (committed, unchanged, refused)
+        self.last_change = "none"
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -162,6 +164,12 @@ class ServerMetrics:
         info = Metric("mlxd_config_info", "The configuration in service, by content hash", "gauge")
         info.add_sample("mlxd_config_info", {"config_hash": self.config_hash}, 1.0)
         yield info
+        generation = Metric("mlxd_config_generation", "The generation in service (one per committed change)", "gauge")
+        generation.add_sample("mlxd_config_generation", {}, float(self.generation))
+        yield generation
+        last = Metric("mlxd_config_last_change", "The last change's result: committed, unchanged or refused", "gauge")
+        last.add_sample("mlxd_config_last_change", {"result": self.last_change}, 1.0)
+        yield last
         model = Metric("mlxd_model_info", "The model in service", "gauge")
         if self.model_name:
             model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)

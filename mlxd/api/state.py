@@ -41,6 +41,9 @@ class ServedModel:
 class ServingOwner(Protocol):
     """The one writer of the serving state, as the public routes reach it (mlxd.daemon.controller.Controller)."""
 
+    generation: int
+    last_result: str  # the last change's outcome: none, committed, unchanged, refused
+
     async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> "ChangeResult": ...
 
     async def reload(self, trigger: str = ..., *, dry_run: bool = ...) -> "ChangeResult": ...

@@ -25,12 +25,16 @@ admin overrides, provenance and this page.
 Lowest to highest:
 
 1. built-in defaults (`default`)
-2. b10621's own config files: `/etc/llama.cpp/config.ini`, then `${XDG_CONFIG_HOME:-~/.config}/llama.cpp/config.ini`,
+2. the checkpoint's own recommendations: `temperature`, `top-k` and `top-p` from the `generation_config.json` of
+   the `-m` directory (or of `--hf-repo`'s snapshot in the hub cache, when it is there)
+   (`checkpoint:generation_config.json`)
+3. b10621's own config files: `/etc/llama.cpp/config.ini`, then `${XDG_CONFIG_HOME:-~/.config}/llama.cpp/config.ini`,
    sections `[*]` and `[default]` (`ini:PATH:LINE`)
-3. the TOML file, `--config FILE` or `MLXD_CONFIG` (`toml:PATH:LINE`)
-4. the environment: `LLAMA_ARG_*`, `LLAMA_API_KEY`, `HF_TOKEN`, `MTMD_BACKEND_DEVICE`, then `MLXD_*` (`env:NAME`)
-5. the command line (`cli:SPELLING`)
-6. admin overrides at runtime (`admin`)
+4. the TOML file, `--config FILE` or `MLXD_CONFIG` (`toml:PATH:LINE`); an empty file (no bytes) is refused as a
+   truncated write, a comment-only file means every option at its default
+5. the environment: `LLAMA_ARG_*`, `LLAMA_API_KEY`, `HF_TOKEN`, `MTMD_BACKEND_DEVICE`, then `MLXD_*` (`env:NAME`)
+6. the command line (`cli:SPELLING`)
+7. admin overrides at runtime (`admin`; see docs/admin.md for how they meet a file edit)
 
 b10621's own rules hold inside the environment and the command line: a value-less flag fires from the environment
 only for `on`, `enabled`, `true` or `1`; a `--x`/`--no-x` pair reads those words or `off`, `disabled`, `false`, `0`,

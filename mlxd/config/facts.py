@@ -91,7 +91,7 @@ dynatemp-exp            float  1.0
 mirostat                int    0           0..2
 mirostat-lr             float  0.1
 mirostat-ent            float  5.0
-logit-bias              list   []          append
+logit-bias              list   []          append dom=logit_bias
 grammar                 str?   ~
 grammar-file            str?   ~
 json-schema             str?   ~
@@ -145,7 +145,7 @@ check-tensors           bool   false       inert
 override-kv             list   []          split refuse
 op-offload              bool   true        inert
 lora                    list   []          split append effect=adapters
-lora-scaled             list   []          split append effect=adapters
+lora-scaled             list   []          split append dom=lora_scaled effect=adapters
 control-vector          list   []          split append refuse why=control-vector
 control-vector-scaled   list   []          split append refuse why=control-vector
 control-vector-layer-range pair? ~         refuse why=control-vector

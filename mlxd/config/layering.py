@@ -1,6 +1,7 @@
 """Layering: read every source, merge them in precedence order, check, and build the ResolvedConfig.
 
-One process (design.md "Precedence"): defaults < config.ini < TOML < env < command line < admin. Router mode, per
+One process (design.md "Precedence"): defaults < the checkpoint's generation_config.json < config.ini < TOML < env <
+command line < admin. Router mode, per
 model (docs/precedence.md rule 2.15): defaults < config.ini < TOML < env < presets ``[*]`` < the model's entry (store <
 ``--models-dir`` < preset section, then TOML ``[models.NAME]``) < the router's explicit command-line flags, less
 the reserved ones (rule 2.10) < admin.
@@ -22,6 +23,7 @@ from mlxd.config.resolved import ModelResolved, ResolvedConfig, build_config, co
 from mlxd.config.sources.admin import AdminSource
 from mlxd.config.sources.argv import ArgvSource
 from mlxd.config.sources.base import Layer
+from mlxd.config.sources.checkpoint import CheckpointSource, checkpoint_dir
 from mlxd.config.sources.configini import SYSTEM_DIR, ConfigIniSource, config_ini_paths
 from mlxd.config.sources.defaults import DefaultsSource
 from mlxd.config.sources.env import EnvSource
@@ -55,8 +57,20 @@ class Sources:
     problems: list[ConfigProblem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    # The checkpoint layer of each checkpoint directory read so far (None: no checkpoint on this machine).
+    checkpoints: dict[str | None, Layer] = field(default_factory=dict)
+
     def base_layers(self) -> list[Layer]:
         return [self.defaults, self.config_ini, self.toml, self.env]
+
+    def with_checkpoint(self, layers: list[Layer], tbl: OptionTable) -> list[Layer]:
+        """``layers`` (defaults first) with the layer of the checkpoint they name put just above the defaults."""
+        merged = merge(layers, tbl)
+        where = checkpoint_dir(merged["model"].value, merged["hf-repo"].value, merged["model-store-root"].value)
+        key = str(where) if where is not None else None
+        if key not in self.checkpoints:
+            self.checkpoints[key] = CheckpointSource(where, tbl).read()
+        return [layers[0], self.checkpoints[key], *layers[1:]]
 
 
 def merge(layers: list[Layer], tbl: OptionTable) -> dict[str, Setting]:
@@ -95,11 +109,11 @@ def read_sources(argv: list[str], env: Mapping[str, str], *, system_config_dir: 
         data = _read_bytes(config.value, "config", config.source, problems)
         if data is not None:
             toml_layer = TomlSource(data, config.value, tbl).read()
-            if not (toml_layer.settings or toml_layer.models or toml_layer.model_extras or toml_layer.problems):
+            if not data.strip():
                 # An editor's truncate-then-write reads as an empty file: refused, so the running one keeps serving.
-                problems.append(ConfigProblem("config", config.source, "the file sets no option (it is empty or "
-                                              "holds only comments; a truncated write reads like this); give it "
-                                              "at least one option, or drop --config", value=config.value))
+                problems.append(ConfigProblem("config", config.source, "the file is empty (a truncated write reads "
+                                              "like this); give it an option, or a comment to mean every option "
+                                              "at its default", value=config.value))
     ini_files = []
     if read_config_ini:
         for path in config_ini_paths(env, system_config_dir):
@@ -150,7 +164,7 @@ def _scan_models_dir(setting: Setting, problems: list[ConfigProblem], warnings: 
 def layer(sources: Sources) -> ResolvedConfig:
     """Merge, check and build; raises ConfigError listing every problem."""
     tbl = table()
-    layers = sources.base_layers() + [sources.cli, sources.admin]
+    layers = sources.with_checkpoint(sources.base_layers() + [sources.cli, sources.admin], tbl)
     problems = list(sources.problems)
     warnings = list(sources.warnings)
     for lay in layers:
@@ -217,8 +231,8 @@ def _router_models(sources: Sources, tbl: OptionTable, problems: list[ConfigProb
     cli_overlay = Layer("cli", {n: s for n, s in sources.cli.settings.items() if n not in ROUTER_RESERVED})
     out = {}
     for name, (kind, settings) in sorted(entries.items()):
-        merged = _derive(merge(sources.base_layers() + [global_layer, Layer("entry", settings), cli_overlay,
-                                                        sources.admin], tbl))
+        merged = _derive(merge(sources.with_checkpoint(sources.base_layers() + [
+            global_layer, Layer("entry", settings), cli_overlay, sources.admin], tbl), tbl))
         model_problems = refusals(merged, tbl) + contradictions(merged, model_argument=False)
         for p in model_problems:
             problems.append(replace(p, message=f"model '{name}': {p.message}"))

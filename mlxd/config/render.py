@@ -93,7 +93,8 @@ def dump_toml(resolved: ResolvedConfig, *, all_values: bool = False, secrets: bo
     if resolved.models:
         doc["models"] = {name: toml_values(m.config, secrets=secrets, base=resolved.config)
                          for name, m in resolved.models.items()}
-    return tomli_w.dumps(doc)
+    # A file with no bytes reads as a truncated write and is refused (layering); say that nothing is set instead.
+    return tomli_w.dumps(doc) if doc else "# every option at its default\n"
 
 
 def from_args_toml(resolved: ResolvedConfig) -> str:

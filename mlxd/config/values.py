@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlxd.config.options import Kind, OptionSpec, ValueType
+from mlxd.config import domains
 
 
 class _Unset(enum.Enum):
@@ -93,6 +94,11 @@ def _check_domain(spec: OptionSpec, value: Any) -> None:
             raise BadValue("expected an integer from 0 to 100")
         elif spec.domain == "json_object" and not _is_json_object(item):
             raise BadValue("expected a JSON object, e.g. '{\"enable_thinking\": false}'")
+        elif spec.domain in ("lora_scaled", "logit_bias"):
+            try:
+                (domains.lora_scaled if spec.domain == "lora_scaled" else domains.logit_bias_entry)(str(item))
+            except ValueError as exc:
+                raise BadValue(str(exc)) from None
 
 
 def _is_json_object(text: Any) -> bool:

@@ -174,7 +174,8 @@ def _usage() -> str:
             "  mlxd compat report                     the b10621 compat manifest by state and kind\n"
             "  mlxd compat flags                      every accepted spelling, its option and state\n"
             "  mlxd dev synth-model ...               make a synthetic checkpoint\n"
-            "  mlxd admin ...                         talk to a running daemon's admin listener\n")
+            "  mlxd admin ...                         talk to a running daemon's admin listener\n"
+            "  mlxd admin config [KEY=VALUE ...]      show the running configuration, or set options live\n")
 
 
 def run(argv: list[str]) -> int:

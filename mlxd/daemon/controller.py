@@ -14,7 +14,7 @@ import asyncio
 import gc
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, cast
 
 from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, table
 from mlxd.config.change import ChangeResult, LastError
@@ -27,6 +27,7 @@ from mlxd.errors import AdminError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel, ServingState
+    from mlxd.daemon.router import ModelPool
 
 log = logging.getLogger("mlxd.daemon.reconcile")
 
@@ -68,6 +69,11 @@ class Controller:
         import hashlib
 
         return hashlib.sha256(f"{self.generation}:{self.resolved.config_hash}".encode()).hexdigest()[:16]
+
+    @property
+    def pool(self) -> "ModelPool | None":
+        """The router's pool in service (the serving state types it by what the routes use)."""
+        return cast("ModelPool | None", self.serving.pool)
 
     @property
     def pending_restart(self) -> tuple[str, ...]:
@@ -184,7 +190,7 @@ class Controller:
 
     async def _pool_action(self, action: str, name: str, *, trigger: str, wait: bool) -> ChangeResult:
         async with self.lock:
-            pool = self.serving.pool
+            pool = self.pool
             if pool is None:
                 raise AdminError("not_router", "the daemon serves one model; load and unload change its model", 409)
             try:
@@ -352,7 +358,7 @@ class Controller:
                         and (current is None or replacement.worker is not current.worker):
                     await asyncio.to_thread(replacement.worker.stop, 0.0)
                 raise
-        pool = self.serving.pool
+        pool = self.pool
         if pool is not None and desired.is_router:
             await pool.apply(desired)  # models added, removed or changed (rule 2.17)
         # The swap: new requests see the new model and configuration from here on.

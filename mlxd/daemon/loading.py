@@ -14,21 +14,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("mlxd.daemon.loading")
 
 
-def worker_settings(cfg: Any, explicit: frozenset[str] | set[str] = frozenset()) -> Any:
-    """The worker's slice of a Config (``explicit``: the options given rather than left at their defaults)."""
-    from mlxd.engine.settings import WorkerSettings
-
-    return WorkerSettings(
-        parallel=cfg.parallel, ctx_size=cfg.ctx_size, kv_unified=cfg.kv_unified, batch_size=cfg.batch_size,
-        ubatch_size=cfg.ubatch_size, cont_batching=cfg.cont_batching, cache_prompt=cfg.cache_prompt,
-        cache_ram_mib=cfg.cache_ram, context_shift=cfg.context_shift, keep=cfg.keep, n_predict=cfg.n_predict,
-        slot_prompt_similarity=cfg.slot_prompt_similarity, special=cfg.special, warmup=cfg.warmup,
-        pin_cpu=cfg.worker_affinity == "auto",
-        cache_type_k=cfg.cache_type_k if "cache-type-k" in explicit else None,
-        cache_type_v=cfg.cache_type_v if "cache-type-v" in explicit else None,
-    )
-
-
 def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
     """Load the configured model and start its worker; None in router mode (the pool loads router models)."""
     if resolved.is_router:
@@ -74,6 +59,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loader import load_model, resolve_model_source
     from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
+    from mlxd.engine.settings import WorkerSettings
     from mlxd.engine.rope import RopeOptions, model_overrides
     from mlxd.engine.sampling import defaults_from
     from mlxd.engine.vlm.worker import make_worker
@@ -97,8 +83,8 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             bos_token=getattr(tokenizer, "bos_token", None), eos_token=getattr(tokenizer, "eos_token", None),
             jinja=cfg.jinja,
         )
-        sampling = defaults_from(dict(values), loaded.generation_config, explicit)
-        worker = make_worker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
+        sampling = defaults_from(dict(values), explicit)
+        worker = make_worker(loaded, WorkerSettings.of(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

@@ -184,15 +184,19 @@ class ModelPool:
                                if e.state == "loaded"), *draining, return_exceptions=True)
 
     async def apply(self, desired: "ResolvedConfig") -> None:
-        """A committed configuration change: models added, removed or changed (rule 2.17: running models whose
-        definition changed or went away are unloaded; the new definition loads on next use)."""
+        """A committed configuration change, executed by the controller: models added, removed or changed (rule
+        2.17: running models whose definition changed or went away are unloaded; the new definition loads on next
+        use). Whether a definition changed is the same diff the server's own configuration goes through."""
+        from mlxd.config.diff import model_plan
+
         self.models_max = int(desired.config.models_max)
         self.autoload = bool(desired.config.models_autoload)
         models = _visible(desired)
         async with self._lock:
             for name, entry in list(self._entries.items()):
                 spec = models.get(name)
-                if spec is not None and spec.config == entry.spec.config and spec.extras == entry.spec.extras:
+                if spec is not None and model_plan(entry.spec.config, spec.config).empty \
+                        and spec.extras == entry.spec.extras:
                     entry.spec = spec
                     continue
                 if entry.task is not None:

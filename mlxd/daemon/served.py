@@ -45,7 +45,7 @@ def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed:
     cfg = desired.config
     explicit = {name for name in desired.provenance if desired.explicit(name)}
     values = {name: desired.value(name) for name in desired.provenance}
-    sampling = defaults_from(values, current.loaded.generation_config, explicit)
+    sampling = defaults_from(values, explicit)
     template = current.chat_template
     if template_changed:
         tokenizer = current.loaded.tokenizer

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from mlxd.config.domains import lora_adapters
 from mlxd.engine.lora_layers import MultiLoRALinear, ScaleBoard, install, linear_dims, target_modules
 from mlxd.errors import EngineError, InvalidRequest
 
@@ -41,20 +42,12 @@ class AdapterSpec:
 def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[str],
                   init_without_apply: bool = False) -> list[AdapterSpec]:
     """The adapters of ``--lora`` (scale 1) then ``--lora-scaled FNAME:SCALE``; all at 0 with
-    ``--lora-init-without-apply`` (applied later through ``POST /lora-adapters``)."""
-    specs = [AdapterSpec(str(p)) for p in lora if str(p)]
-    for item in lora_scaled:
-        fname, sep, scale_text = str(item).rpartition(":")
-        try:
-            scale = float(scale_text)
-        except ValueError:
-            scale = math.nan
-        if not sep or not fname or not math.isfinite(scale):
-            raise EngineError(f"--lora-scaled {item}: expected FNAME:SCALE with a finite number as SCALE")
-        specs.append(AdapterSpec(fname, scale))
-    if init_without_apply:
-        specs = [AdapterSpec(s.path, 0.0) for s in specs]
-    return specs
+    ``--lora-init-without-apply``. The configuration parses ``FNAME:SCALE`` (mlxd.config.domains), so a value that
+    reached a Config always reads; this refuses one given another way."""
+    try:
+        return [AdapterSpec(path, scale) for path, scale in lora_adapters(lora, lora_scaled, init_without_apply)]
+    except ValueError as exc:
+        raise EngineError(f"--lora-scaled: {exc}") from exc
 
 
 def check_adapters(specs: Sequence[AdapterSpec]) -> list[AdapterSpec]:

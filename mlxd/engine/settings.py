@@ -1,11 +1,29 @@
-"""The model worker's settings, in llama-server's vocabulary, and how they resolve against a loaded checkpoint."""
+"""The model worker's settings: the options it reads, under their Config field names, and how they resolve against a
+loaded checkpoint.
+
+This is the one handover from the configuration to a worker. Every field but ``queue_max`` is an option of the
+table (its Config field name, the same name from the command line to the scheduler), with the table's default, so
+:meth:`WorkerSettings.of` copies them from a Config by name and nothing is renamed or defaulted twice.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from mlxd.config import table
+
+if TYPE_CHECKING:
+    from mlxd.config import Config
 
 # llama-server resolves `--parallel -1` ("auto") to this many slots.
 AUTO_PARALLEL = 4
+
+
+def _default(name: str) -> Any:
+    return table().get(name).default
 
 
 class WorkerSettings(BaseModel):
@@ -13,27 +31,43 @@ class WorkerSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    parallel: int = Field(-1, ge=-1, description="number of slots; -1 = auto (4)")
-    ctx_size: int = Field(0, ge=0, description="total context; 0 = the checkpoint's training context")
-    kv_unified: bool | None = Field(None, description="every slot may use the whole context; None = when auto")
-    batch_size: int = Field(2048, ge=1, description="prompt tokens processed per scheduler step (prefill chunk)")
-    ubatch_size: int = Field(512, ge=1, description="accepted for compatibility; MLX has no physical batch split")
-    cont_batching: bool = True
-    cache_prompt: bool = Field(True, description="the default of requests' cache_prompt (the api applies it)")
-    cache_ram_mib: int = Field(8192, ge=-1, description="prompt cache budget in MiB; -1 = no limit, 0 = disabled")
-    context_shift: bool = False
-    keep: int = Field(0, ge=-1, description="prompt tokens kept on a context shift; -1 = all")
-    n_predict: int = Field(-1, ge=-1, description="server-wide generation limit; -1 = none")
-    queue_max: int = Field(256, ge=0, description="requests that may wait for a slot before new ones are refused")
-    slot_prompt_similarity: float = Field(0.1, description="share of a prompt a slot's cached prefix must exceed for "
-                                          "the slot to be chosen by similarity; 0 = least recently used only")
-    special: bool = Field(False, description="render special tokens in generated text (--special)")
-    warmup: bool = Field(True, description="run one tiny forward pass before serving (--warmup)")
-    cache_type_k: str | None = Field(None, description="-ctk when given: the KV cache type of keys; None = the "
-                                     "checkpoint's dtype (b10621's default f16 left unset)")
-    cache_type_v: str | None = Field(None, description="-ctv when given (see cache_type_k)")
-    pin_cpu: bool = Field(True, description="keep the worker thread and its MLX stream thread on one CPU "
-                          "(--worker-affinity auto; see engine.affinity)")
+    parallel: int = _default("parallel")  # slots; -1 = auto (4)
+    ctx_size: int = _default("ctx-size")  # total context; 0 = the checkpoint's training context
+    kv_unified: bool | None = _default("kv-unified")  # every slot may use the whole context; None = when auto
+    batch_size: int = _default("batch-size")  # prompt tokens processed per scheduler step (prefill chunk)
+    ubatch_size: int = _default("ubatch-size")  # accepted for compatibility; MLX has no physical batch split
+    cont_batching: bool = _default("cont-batching")
+    cache_prompt: bool = _default("cache-prompt")  # the default of requests' cache_prompt (the api applies it)
+    cache_ram: int = _default("cache-ram")  # prompt cache budget in MiB; -1 = no limit, 0 = disabled
+    context_shift: bool = _default("context-shift")
+    keep: int = _default("keep")  # prompt tokens kept on a context shift; -1 = all
+    n_predict: int = _default("n-predict")  # server-wide generation limit; -1 = none
+    slot_prompt_similarity: float = _default("slot-prompt-similarity")  # share of a prompt a slot's cached prefix
+    # must exceed for the slot to be chosen by similarity; 0 = least recently used only
+    special: bool = _default("special")  # render special tokens in generated text
+    warmup: bool = _default("warmup")  # run one tiny forward pass before serving
+    worker_affinity: str = _default("worker-affinity")  # auto: pin the worker and its MLX stream to one CPU
+    # -ctk / -ctv, only when a source gave them: b10621's default f16 is its own storage type, under MLX the
+    # checkpoint's dtype (None) keeps greedy tokens those of the model as trained.
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    # Not an option: requests that may wait for a slot before new ones are refused.
+    queue_max: int = 256
+
+    @classmethod
+    def of(cls, cfg: "Config", given: Collection[str] = frozenset()) -> "WorkerSettings":
+        """The worker's slice of a Config: every field that names an option, copied by name (the cache types only
+        when they are among the ``given`` option names)."""
+        values = {name: getattr(cfg, name) for name in cls.model_fields if name != "queue_max"}
+        for name in ("cache_type_k", "cache_type_v"):
+            if name.replace("_", "-") not in given:
+                values[name] = None
+        return cls(**values)
+
+    @property
+    def pin_cpu(self) -> bool:
+        """Whether to keep the worker thread and its MLX stream thread on one CPU (see engine.affinity)."""
+        return self.worker_affinity == "auto"
 
     @property
     def n_parallel(self) -> int:
@@ -57,4 +91,4 @@ class WorkerSettings(BaseModel):
     @property
     def cache_ram_bytes(self) -> int | None:
         """The prompt-cache budget in bytes; None means unlimited."""
-        return None if self.cache_ram_mib < 0 else self.cache_ram_mib * 1024 * 1024
+        return None if self.cache_ram < 0 else self.cache_ram * 1024 * 1024

@@ -36,6 +36,10 @@ def valid_text(spec: OptionSpec, files: dict[str, str]) -> list[str]:
         return ["0", "1"]
     if spec.domain == "json_object":
         return ['{"enable_thinking": false}']
+    if spec.domain == "logit_bias":
+        return ["15043+1"]
+    if spec.domain == "lora_scaled":
+        return ["adapter:0.5"]
     default = spec.default
     if isinstance(default, list):
         return [",".join(default)] if default else ["a"]

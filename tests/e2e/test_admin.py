@@ -116,7 +116,8 @@ def test_put_replaces_the_admin_layer_with_a_toml_document(daemon: tuple[Running
         assert answer.status_code == 200, answer.text
         config = client.get("/v1/config").json()
         assert config["overrides"] == {"repeat-penalty": 1.1}
-        assert config["options"]["temperature"]["source"] == "default"  # earlier overrides are gone
+        # Earlier overrides are gone: the checkpoint's own value is served again.
+        assert config["options"]["temperature"]["source"] == "checkpoint:generation_config.json"
         assert config["options"]["repeat-penalty"] == {"value": 1.1, "source": "admin"}
 
 

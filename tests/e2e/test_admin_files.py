@@ -130,3 +130,27 @@ def test_loading_the_startup_model_after_a_file_swap_swaps_back(daemon: tuple[Ru
         with admin(sock) as client:
             client.patch("/v1/config", json={"model": None})
         _replace(toml, good)
+
+
+def test_an_edit_of_an_overridden_option_takes_it_back(daemon: tuple[RunningServer, Path, Path]) -> None:
+    """docs/admin.md's rule: an admin override stays across edits of other options and SIGHUP, and goes when the
+    file gives its option another value (the newer statement wins)."""
+    running, sock, toml = daemon
+    good = toml.read_text()
+    with admin(sock) as client:
+        assert client.put("/v1/config", json={}).status_code == 200  # an empty admin layer to start from
+        assert client.patch("/v1/config", json={"temperature": 0.3, "top-k": 11}).status_code == 200
+        generation = client.get("/v1/status").json()["generation"]
+        _replace(toml, good + "min-p = 0.07\n")  # another option: both overrides stay
+        wait_for(lambda: client.get("/v1/status").json()["generation"] == generation + 1, 5.0, "the edit to apply")
+        options = client.get("/v1/config").json()["options"]
+        assert options["temperature"] == {"value": 0.3, "source": "admin"} and options["top-k"]["source"] == "admin"
+        _replace(toml, good.replace("temperature = 0.5", "temperature = 0.65"))  # the same option: the file wins
+        wait_for(lambda: client.get("/v1/status").json()["generation"] == generation + 2, 5.0, "the edit to apply")
+        config = client.get("/v1/config").json()
+        assert config["options"]["temperature"]["value"] == 0.65
+        assert config["options"]["temperature"]["source"].startswith(f"toml:{toml}:")
+        assert config["overrides"] == {"top-k": 11} and config["options"]["top-k"]["source"] == "admin"
+        assert "admin override of temperature dropped" in running.log()
+        assert client.put("/v1/config", json={}).status_code == 200
+    _replace(toml, good)

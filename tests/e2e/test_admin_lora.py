@@ -78,6 +78,10 @@ def test_a_scale_is_admin_config_that_survives_edits_sighup_and_persist(tiny_che
             wait_for(lambda: "sighup: no change" in running.log(), 10.0, "the SIGHUP reload")
             assert client.get("/v1/config").json()["options"]["lora-scaled"]["source"] == "admin"
             assert public.get("/lora-adapters").json()[0]["scale"] == 0.5
+            # A change that reloads the model loads the adapters again from the same configuration: the scale too.
+            assert client.patch("/v1/config", json={"ctx-size": 512}).json()["applied"]
+            wait_for(lambda: running.log().count("loaded in") == 2, 30.0, "the reload")
+            assert public.get("/lora-adapters").json()[0]["scale"] == 0.5
 
             # persist writes it into the file, which then owns it; the hash stays.
             written = client.post("/v1/persist").json()

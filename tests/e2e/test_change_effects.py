@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.e2e.admin_harness import admin, short_dir, wait_for
+from tests.e2e.admin_harness import admin, mlxd_admin, short_dir, wait_for
 from tests.e2e.conftest import RunningServer, launch
 
 STREAMS = 4
@@ -66,7 +66,7 @@ def daemon(tiny_checkpoint: Path) -> Iterator[tuple[RunningServer, Path, Path]]:
     sock, toml = home / "admin.sock", home / "mlxd.toml"
     # The model comes last, so that a truncated write loses it first.
     toml.write_text(f'ctx-size = 512\ntemperature = 0.5\nparallel = {STREAMS}\nmodel = "{tiny_checkpoint}"\n')
-    running = launch(["--host", "127.0.0.1", "--port", "0", "--config", str(toml), "--admin-listen",
+    running = launch(["--host", "127.0.0.1", "--port", "0", "--config", str(toml), "--metrics", "--admin-listen",
                       f"unix:{sock}"], home / "mlxd.log")
     yield running, sock, toml
     assert running.stop() == 0
@@ -77,15 +77,26 @@ def _loads(running: RunningServer) -> int:
     return running.log().count(" loaded in ")
 
 
+def _metrics(public: httpx.Client) -> dict[str, str]:
+    """``/metrics`` samples of the mlxd_config_* families: sample with labels -> value."""
+    lines = [line.rsplit(" ", 1) for line in public.get("/metrics").text.splitlines()
+             if line.startswith("mlxd_config_")]
+    return {sample: value for sample, value in lines}
+
+
 def test_one_change_per_effect_class_under_load(daemon: tuple[RunningServer, Path, Path]) -> None:
     running, sock, _ = daemon
     with admin(sock) as client, running.client() as public, Load(running) as load:
-        # live: applies to the next request, nothing is loaded again.
+        # live, set from the command line: applies to the next request, nothing is loaded again.
         loads = _loads(running)
-        answer = client.patch("/v1/config", json={"temperature": 0.25}).json()
-        assert answer["applied"] and answer["changed"] == ["temperature"], answer
+        done = mlxd_admin(sock, "config", "temperature=0.25")
+        assert done.returncode == 0 and "changed temperature" in done.stdout, done.stderr
         assert public.get("/props").json()["default_generation_settings"]["params"]["temperature"] == 0.25
         assert _loads(running) == loads
+        status = client.get("/v1/status").json()
+        assert _metrics(public) == {f'mlxd_config_info{{config_hash="{status["config_hash"]}"}}': "1",
+                                    "mlxd_config_generation": str(status["generation"]),
+                                    'mlxd_config_last_change{result="committed"}': "1"}
 
         # reload: a new worker with the new context loads before the old one drains; no request fails.
         mark = load.mark()
@@ -106,7 +117,7 @@ def test_one_change_per_effect_class_under_load(daemon: tuple[RunningServer, Pat
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("", "sets no option"),  # truncated to nothing
+    ("", "the file is empty"),  # truncated to nothing
     ("ctx-size = 512\ntemperature = 0.", "mlxd.toml"),  # truncated in the middle of a value
     ("ctx-size = 512\ntemperature = 0.5\nparallel = 4\n", "names no model"),  # truncated before the model line
 ])
@@ -128,6 +139,7 @@ def test_a_file_that_parses_to_nothing_changes_nothing_under_load(daemon: tuple[
         assert status["last_error"]["trigger"] == "sighup" and needle in status["last_error"]["message"]
         assert (status["generation"], status["config_hash"]) == (before["generation"], before["config_hash"])
         assert public.get("/v1/models").json()["data"][0]["id"] == served
+        assert _metrics(public)['mlxd_config_last_change{result="refused"}'] == "1"
         mark = load.mark()
         wait_for(lambda: load.passed(mark), 60, "requests served meanwhile")
         # The good file back: a change that succeeds (here, with nothing to change) clears last_error.

@@ -11,7 +11,7 @@ def test_cached_prefixes_of_different_lengths_prefill_together(tiny_model, make_
     # Cached prefixes of different lengths (the whole shared part, or part of it), then suffixes of their own.
     prompts = [shared + list(encode(p)) for p in PROMPTS] + [shared[:7] + list(encode(PROMPTS[2] * 2)),
                                                            list(encode(PROMPTS[3] * 2))]
-    cold_worker = make_worker(parallel=1, cache_ram_mib=0)
+    cold_worker = make_worker(parallel=1, cache_ram=0)
     cold = [final(cold_worker.submit(greedy_request(p, 12, cache_prompt=False))) for p in prompts]
 
     worker = make_worker(parallel=len(prompts))

@@ -128,13 +128,13 @@ def test_server_wide_scales_follow_b10621s_rule(adapted) -> None:
 
 def test_a_scale_change_alters_the_next_request_never_one_in_flight(tiny_model, lora_worker) -> None:
     prompt = tokens_of(tiny_model, PROMPTS[3])
-    solo = lora_worker(0.0, 0.0, parallel=1, cache_ram_mib=0)
+    solo = lora_worker(0.0, 0.0, parallel=1, cache_ram=0)
     at_zero = final(solo.submit(greedy_request(prompt, 24))).tokens
     solo.set_lora_scales({0: 0.5})
     at_half = final(solo.submit(greedy_request(prompt, 24))).tokens
     assert at_zero != at_half
 
-    worker = lora_worker(0.0, 0.0, parallel=2, cache_ram_mib=0)
+    worker = lora_worker(0.0, 0.0, parallel=2, cache_ram=0)
     events = iter(worker.submit(greedy_request(prompt, 24)))
     assert isinstance(next(events), TokenEvent)  # running
     worker.set_lora_scales({0: 0.5})
@@ -147,21 +147,21 @@ def test_a_scale_change_alters_the_next_request_never_one_in_flight(tiny_model, 
 
 def test_per_request_scales_do_not_leak_and_batches_never_mix(tiny_model, lora_worker) -> None:
     prompts = [tokens_of(tiny_model, p) for p in PROMPTS]
-    solo = lora_worker(0.0, 0.0, parallel=1, cache_ram_mib=0)
+    solo = lora_worker(0.0, 0.0, parallel=1, cache_ram=0)
     plan = [None, {0: 0.5}, None, {1: 0.5, 0: 0.25}]
     want = [final(solo.submit(greedy_request(p, 12, lora=s))).tokens for p, s in zip(prompts, plan)]
     base = [final(solo.submit(greedy_request(p, 12))).tokens for p in prompts]
     assert base[0] == want[0] and base[2] == want[2]  # nothing leaked from the per-request scales
     assert want[1] != base[1] and want[3] != base[3]
 
-    worker = lora_worker(0.0, 0.0, parallel=4, cache_ram_mib=0)
+    worker = lora_worker(0.0, 0.0, parallel=4, cache_ram=0)
     handles = [worker.submit(greedy_request(p, 12, lora=s)) for p, s in zip(prompts, plan)]
     assert [final(h).tokens for h in handles] == want
 
 
 def test_the_prompt_cache_never_crosses_lora_states(tiny_model, lora_worker) -> None:
     prompt = tokens_of(tiny_model, PROMPTS[0] * 3)
-    cold = lora_worker(0.0, 0.0, parallel=1, cache_ram_mib=0)
+    cold = lora_worker(0.0, 0.0, parallel=1, cache_ram=0)
     cold_half = final(cold.submit(greedy_request(prompt, 8, lora={0: 0.5}))).tokens
 
     worker = lora_worker(0.0, 0.0, parallel=1)

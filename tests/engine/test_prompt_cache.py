@@ -49,7 +49,7 @@ def test_namespaces_and_per_request_opt_out(tiny_model, make_worker) -> None:
 def test_host_cache_keeps_prompts_a_slot_gave_up(tiny_model, make_worker) -> None:
     a, b = long_prompt(tiny_model, 0), long_prompt(tiny_model, 3)
     for budget, reused in ((-1, True), (0, False)):
-        worker = make_worker(parallel=1, cache_ram_mib=budget)
+        worker = make_worker(parallel=1, cache_ram=budget)
         final(worker.submit(greedy_request(a, 4)))
         final(worker.submit(greedy_request(b, 4)))  # the only slot now holds b
         hit = final(worker.submit(greedy_request(a, 4))).timings.cache_n

@@ -83,7 +83,7 @@ def test_reasoning_end_without_a_reasoning_budget_is_a_no_op(tiny_model, make_wo
 
 
 def test_progress_events_report_each_prompt_chunk_before_the_first_token(tiny_model, make_worker) -> None:
-    worker = make_worker(parallel=1, batch_size=8, cache_ram_mib=0)
+    worker = make_worker(parallel=1, batch_size=8, cache_ram=0)
     prompt = encode(tiny_model, PROMPTS[0] * 4)
     assert len(prompt) > 16
     events = list(worker.submit(greedy_request(prompt, n_predict=4, return_progress=True)))

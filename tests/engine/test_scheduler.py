@@ -90,9 +90,9 @@ def test_sampled_and_greedy_rows_share_the_batch_and_match_their_solo_runs(tiny_
     for r in requests:
         if r.sampling is None:
             r.sampling = SamplingParams(temperature=0.0)
-    solo_worker = make_worker(parallel=1, cache_ram_mib=0)
+    solo_worker = make_worker(parallel=1, cache_ram=0)
     solo = [final(solo_worker.submit(r)).tokens for r in requests]
-    worker = make_worker(parallel=4, cache_ram_mib=0)
+    worker = make_worker(parallel=4, cache_ram=0)
     together = [final(h).tokens for h in [worker.submit(r) for r in requests]]
     assert together == solo
     assert solo[1] != final(solo_worker.submit(greedy_request(prompts[1], 20))).tokens  # it really sampled
@@ -143,13 +143,13 @@ def test_n_indent_cuts_a_line_indented_too_little(tiny_model, make_worker) -> No
 
 def test_prompts_arriving_together_equal_their_solo_runs(tiny_model, make_scheduler) -> None:
     prompts = [list(tiny_model.tokenizer.encode(p * (1 + i))) for i, p in enumerate(PROMPTS)]
-    solo_sched = make_scheduler(parallel=1, cache_ram_mib=0)
+    solo_sched = make_scheduler(parallel=1, cache_ram=0)
     solo = []
     for i, p in enumerate(prompts):
         handle = add(solo_sched, p, 12, i)
         run_until(solo_sched, lambda: solo_sched.idle)
         solo.append(final(handle).tokens)
-    sched = make_scheduler(parallel=4, cache_ram_mib=0)
+    sched = make_scheduler(parallel=4, cache_ram=0)
     handles = [add(sched, p, 12, 10 + i) for i, p in enumerate(prompts)]
     sched.step()  # every prompt is processed in this one step, left-padded into one forward pass
     assert len(sched.batch) == 4 and not sched.prefilling
@@ -162,13 +162,13 @@ def test_a_lone_row_decodes_on_its_own_caches_and_rows_joining_or_leaving_keep_t
 ) -> None:
     prompts = [list(tiny_model.tokenizer.encode(p)) for p in PROMPTS[:3]]
     lengths = [40, 6, 12]
-    solo_sched = make_scheduler(parallel=1, cache_ram_mib=0)
+    solo_sched = make_scheduler(parallel=1, cache_ram=0)
     solo = []
     for i, (p, n) in enumerate(zip(prompts, lengths)):
         handle = add(solo_sched, p, n, i)
         run_until(solo_sched, lambda: solo_sched.idle)
         solo.append(final(handle).tokens)
-    sched = make_scheduler(parallel=2, cache_ram_mib=0)
+    sched = make_scheduler(parallel=2, cache_ram=0)
     a = add(sched, prompts[0], lengths[0], 10)
     run_until(sched, lambda: len(sched.batch) == 1)
     assert sched.batch.solo  # alone: mlx_lm's plain per-layer caches, no batch mask

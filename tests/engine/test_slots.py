@@ -12,8 +12,8 @@ def test_context_is_split_per_slot_unless_unified() -> None:
     auto = WorkerSettings(parallel=-1, ctx_size=512)
     assert auto.n_parallel == 4 and auto.unified and auto.n_ctx_slot(8192) == 512
     assert WorkerSettings(parallel=-1, ctx_size=512, kv_unified=False).n_ctx_slot(8192) == 128
-    assert WorkerSettings(cache_ram_mib=-1).cache_ram_bytes is None
-    assert WorkerSettings(cache_ram_mib=2).cache_ram_bytes == 2 << 20
+    assert WorkerSettings(cache_ram=-1).cache_ram_bytes is None
+    assert WorkerSettings(cache_ram=2).cache_ram_bytes == 2 << 20
 
 
 def test_slot_choice_prefers_a_matching_prefix_then_the_least_recently_used() -> None:
@@ -43,7 +43,7 @@ def test_slot_save_erase_restore_round_trip(tiny_model, make_worker, tmp_path) -
     from mlxd.errors import InvalidRequest
     from tests.engine.conftest import PROMPTS, final, greedy_request
 
-    worker = make_worker(parallel=1, cache_ram_mib=0)
+    worker = make_worker(parallel=1, cache_ram=0)
     prompt = list(tiny_model.tokenizer.encode(PROMPTS[0] * 4))
     first = final(worker.submit(greedy_request(prompt, 8)))
     n_cached = len(worker.scheduler.slots.slots[0].resident.tokens)

@@ -30,12 +30,12 @@ def test_greedy_output_equals_mlx_lm(tiny_model, make_worker, reference) -> None
 
 
 def test_concurrent_requests_each_equal_their_solo_run(tiny_model, make_worker) -> None:
-    solo_worker = make_worker(parallel=1, cache_ram_mib=0)
+    solo_worker = make_worker(parallel=1, cache_ram=0)
     lengths = [5, 40, 17, 29, 11, 33]
     prompts = [encode(tiny_model, PROMPTS[i % len(PROMPTS)] * (1 + i % 3)) for i in range(len(lengths))]
     solo = [final(solo_worker.submit(greedy_request(p, n))).tokens for p, n in zip(prompts, lengths)]
 
-    worker = make_worker(parallel=4, cache_ram_mib=0, batch_size=8)  # small chunks: prefill interleaves decoding
+    worker = make_worker(parallel=4, cache_ram=0, batch_size=8)  # small chunks: prefill interleaves decoding
     handles = [worker.submit(greedy_request(p, n)) for p, n in zip(prompts, lengths)]
     together = [final(h).tokens for h in handles]
     assert together == solo
@@ -118,7 +118,7 @@ def test_cancel_frees_the_slot_and_its_cache(tiny_model, make_worker) -> None:
 
 
 def test_a_failing_request_fails_alone(tiny_model, make_worker) -> None:
-    worker = make_worker(parallel=4, cache_ram_mib=0)
+    worker = make_worker(parallel=4, cache_ram=0)
     good = [encode(tiny_model, p) for p in PROMPTS[:3]]
     solo = [final(worker.submit(greedy_request(p, 12))).tokens for p in good]
     bad = good[0] + [tiny_model.vocab_size + 7]  # a token id outside the vocabulary

@@ -84,17 +84,17 @@ def _targets(node: ast.AST) -> list[ast.expr]:
 
 
 def _writes(path: Path) -> list[str]:
-    """Assignments in ``path`` to the serving state (``*.serving.FIELD``, ``setattr(serving, ...)``) or to a
-    controller's generation and record."""
+    """Assignments in ``path`` to the serving state (``*.serving.FIELD``, ``state.FIELD``, ``setattr(serving,
+    ...)``) or to a controller's generation and record."""
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         for target in _targets(node):
             if not isinstance(target, ast.Attribute):
                 continue
             holder = _holder(target.value)
-            if (holder == "serving" and target.attr in SERVING_FIELDS) or \
+            if (holder in ("serving", "state") and target.attr in SERVING_FIELDS) or \
                     (holder in ("controller", "owner") and target.attr in OWNED_ANYWHERE) or \
-                    target.attr == "generation":
+                    (path == OWNER and holder == "self" and target.attr in OWNED_ANYWHERE):
                 out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} assigns {holder}.{target.attr}")
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
                 and node.args and _holder(node.args[0]) in ("serving", "controller"):

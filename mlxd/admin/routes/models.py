@@ -86,8 +86,8 @@ async def unload(host: AdminHost, name: str) -> HTTPResponse:
 @bp.get("/v1/models", ctx_kind="read")
 async def list_models(request: Request) -> HTTPResponse:
     host = request.app.ctx.host
-    mode = "router" if host.serving.pool is not None else "single"
-    return json_response(ModelsResponse(mode=mode, models=models(host)).model_dump())
+    body = ModelsResponse(mode="router" if host.serving.pool is not None else "single", models=models(host))
+    return json_response(body.model_dump())
 
 
 @bp.post("/v1/models", ctx_kind="write")

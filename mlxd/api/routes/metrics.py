@@ -21,6 +21,8 @@ async def get_metrics(request: Request) -> HTTPResponse:
         raise NotSupported(METRICS_DISABLED)
     registry = state.metrics
     registry.config_hash = config_hash(state.config)
+    if state.controller is not None:
+        registry.generation, registry.last_change = state.controller.generation, state.controller.last_result
     model = state.model
     if model is not None or not state.sleeping:  # asleep, the families stay as they were when it fell asleep
         registry.model_name = model.name if model is not None else ""

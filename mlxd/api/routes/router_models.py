@@ -58,11 +58,13 @@ def _spelling(spec: OptionSpec) -> str:
 
 def _shown(model: ModelResolved) -> list[tuple[OptionSpec, Any]]:
     """The options a model sets itself (preset, models-dir, store, TOML or the router's command line); the
-    environment and config.ini are inherited, as a child inherits them, so they are not part of its line."""
+    environment and config.ini are inherited, as a child inherits them, and a child reads its checkpoint's own
+    generation_config.json itself, so none of them is part of its line."""
     out = []
     for spec in table():
         source = model.provenance[spec.name]
-        if spec.name in _NOT_SHOWN or spec.secret or is_default(source) or source.startswith(("env:", "ini:")):
+        if spec.name in _NOT_SHOWN or spec.secret or is_default(source) \
+                or source.startswith(("env:", "ini:", "checkpoint:")):
             continue
         value = getattr(model.config, spec.field)
         if value is not None:
@@ -126,6 +128,7 @@ def inventory(state: ServingState) -> dict[str, Any]:
     """``GET /models`` in router mode: every model the router knows of, with its status."""
     now = int(time.time())
     data = []
+    assert state.pool is not None  # router mode
     for entry in state.pool.entries():
         model: ModelResolved = entry.spec
         status: dict[str, Any] = {"value": _STATUS[entry.state], "args": child_args(model)}
@@ -158,6 +161,7 @@ async def inventory_response(request: Request) -> HTTPResponse:
 def router_props(state: ServingState) -> HTTPResponse:
     """``GET /props`` without ``?model=``: the router's own facts."""
     pool = state.pool
+    assert pool is not None  # router mode
     return json_response({
         "role": "router", "max_instances": pool.models_max, "models_autoload": pool.autoload,
         "model_alias": "llama-server", "model_path": "none",

@@ -1,8 +1,8 @@
 """Per-request sampling parameters with llama-server b10621's names and defaults, and how defaults are built.
 
 Field names are those of native ``/completion`` (and of ``generation_settings`` in its responses). Server-wide
-defaults come from the configuration (option names are llama-server's long spellings) and, for temperature, top-k
-and top-p when those options were not set, from the checkpoint's ``generation_config.json``.
+defaults come from the configuration (option names are llama-server's long spellings), which already holds the
+checkpoint's ``generation_config.json`` recommendations as a source of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from mlxd.config.domains import logit_bias
 from mlxd.errors import InvalidRequest as InvalidRequest  # re-exported: what request.apply_request raises
 
 DEFAULT_SEED = 0xFFFFFFFF
@@ -127,27 +128,9 @@ def sampler_names_from_chars(chars: str) -> tuple[str, ...]:
 
 
 def parse_logit_bias_option(entries: Iterable[str | tuple[int, float]]) -> dict[int, float]:
-    """``--logit-bias`` values, ``TOKEN_ID(+|-)BIAS`` such as ``15043+1`` or ``2-inf``, into {token: bias}."""
-    out: dict[int, float] = {}
-    for entry in entries:
-        if isinstance(entry, str):
-            token, sign, value = _split_bias(entry)
-            bias = float(value) * (-1.0 if sign == "-" else 1.0)
-        else:
-            token, bias = int(entry[0]), float(entry[1])
-        out[token] = out.get(token, 0.0) + bias
-    return out
-
-
-def _split_bias(entry: str) -> tuple[int, str, str]:
-    text = entry.strip()
-    digits = len(text) - len(text.lstrip("+-"))
-    i = digits
-    while i < len(text) and text[i].isdigit():
-        i += 1
-    if i == digits or i >= len(text) or text[i] not in "+-":
-        raise ValueError(f"invalid logit bias {entry!r}: expected TOKEN_ID(+/-)BIAS")
-    return int(text[:i]), text[i], text[i + 1:]
+    """``--logit-bias`` values, ``TOKEN_ID(+|-)BIAS`` such as ``15043+1`` or ``2-inf``, into {token: bias} (the
+    configuration's own parser, mlxd.config.domains, which refuses a bad value before it reaches a Config)."""
+    return logit_bias(entries)
 
 
 # Configuration option (llama-server's long spelling) -> SamplingParams field.
@@ -164,17 +147,13 @@ OPTION_FIELDS: Mapping[str, str] = {
     "ignore-eos": "ignore_eos", "backend-sampling": "backend_sampling", "samplers": "samplers",
     "sampler-seq": "samplers", "sampling-seq": "samplers", "logit-bias": "logit_bias",
 }
-# The options a checkpoint's generation_config.json may default, and its keys for them.
-GENERATION_CONFIG_KEYS: Mapping[str, str] = {"temp": "temperature", "top-k": "top_k", "top-p": "top_p"}
-
-
-def defaults_from(config_values: Mapping[str, Any], generation_config: Mapping[str, Any] | None,
-                  explicitly_set: set[str]) -> SamplingParams:
-    """Server-wide sampling defaults.
+def defaults_from(config_values: Mapping[str, Any], explicitly_set: set[str]) -> SamplingParams:
+    """Server-wide sampling defaults from resolved option values.
 
     ``config_values`` maps option names to resolved values (unknown options are ignored, so a whole Config dump
-    may be passed); ``explicitly_set`` names the options some source set. Temperature, top-k and top-p fall back
-    to ``generation_config`` when their option was not set, as b10621 does with a model's sampling metadata.
+    may be passed); ``explicitly_set`` names the options some source set. The checkpoint's own recommendations
+    (``generation_config.json``) are already among the values: the configuration reads them as a source
+    (mlxd.config.sources.checkpoint), so nothing is merged here.
     """
     values: dict[str, Any] = {}
     # Options that share a field (``samplers``/``sampling-seq``, ``temp``/``temperature``): one a source set beats
@@ -184,12 +163,6 @@ def defaults_from(config_values: Mapping[str, Any], generation_config: Mapping[s
         if field is None or value is None:
             continue
         values[field] = _option_value(option, value)
-    for option, key in GENERATION_CONFIG_KEYS.items():
-        aliases = {option} | {o for o, f in OPTION_FIELDS.items() if f == OPTION_FIELDS[option]}
-        if aliases & explicitly_set or not generation_config or generation_config.get(key) is None:
-            continue
-        raw = generation_config[key]
-        values[OPTION_FIELDS[option]] = int(raw) if option == "top-k" else float(raw)
     return SamplingParams(**values)
 
 

@@ -112,3 +112,21 @@ def test_server_help_and_version_print_and_exit(tmp_path: Path) -> None:
     assert "-ngl, --gpu-layers, --n-gpu-layers N" in help_proc.stdout
     version = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert version.returncode == 0 and "b10621" in version.stdout
+
+
+def test_explain_shows_what_a_checkpoint_serves(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    proc = run("config", "explain", "--format", "json", "--", "-m", str(tiny_checkpoint), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    options = json.loads(proc.stdout)["options"]
+    generation = json.loads((tiny_checkpoint / "generation_config.json").read_text())
+    source = "checkpoint:generation_config.json"
+    assert options["temperature"] == {"value": generation["temperature"], "source": source}
+    assert options["top-k"] == {"value": generation["top_k"], "source": source}
+
+
+def test_check_refuses_an_empty_file(tmp_path: Path) -> None:
+    empty = write(tmp_path / "mlxd.toml", "")
+    proc = run("config", "check", empty, cwd=tmp_path)
+    assert proc.returncode == 2 and "the file is empty" in proc.stderr, proc.stderr
+    commented = write(tmp_path / "defaults.toml", "# every option at its default\n")
+    assert run("config", "check", commented, cwd=tmp_path).returncode == 0

@@ -1,4 +1,5 @@
-"""Server-wide sampling defaults: configuration options, generation_config, explicit settings."""
+"""Server-wide sampling defaults: configuration options and explicit settings (generation_config.json is a
+configuration source: tests/unit/config/test_checkpoint_source.py)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,9 @@ def test_params_are_frozen_and_closed():
         SamplingParams().temperature = 1.0  # type: ignore[misc]
 
 
-def test_generation_config_fills_unset_options():
-    got = defaults_from({"temp": 0.8, "top-k": 40, "top-p": 0.95}, {"temperature": 0.6, "top_k": 20, "top_p": 0.9},
-                        explicitly_set=set())
-    assert (got.temperature, got.top_k, got.top_p) == (0.6, 20, 0.9)
-
-
-def test_explicit_options_beat_generation_config():
-    got = defaults_from({"temp": 1.0, "top-k": 40}, {"temperature": 0.6, "top_k": 20, "top_p": 0.9},
-                        explicitly_set={"temp", "top-k"})
-    assert (got.temperature, got.top_k, got.top_p) == (1.0, 40, 0.9)
+def test_the_explicit_spelling_beats_another_ones_default():
+    got = defaults_from({"sampler-seq": "kt", "samplers": "top_k;temp;min-p"}, explicitly_set={"sampler-seq"})
+    assert got.samplers == ("top_k", "temperature")
 
 
 def test_option_spellings_and_formats():
@@ -47,14 +41,14 @@ def test_option_spellings_and_formats():
         "mirostat-lr": 0.2,
         "mirostat-ent": 3.0,
         "ctx-size": 4096,  # not a sampling option: ignored
-    }, None, explicitly_set=set())
+    }, explicitly_set=set())
     assert got.samplers == ("top_k", "temperature", "min_p")
     assert got.dry_sequence_breakers == ()
     assert got.logit_bias == {15: 1.5, 2: -math.inf}
     assert (got.seed, got.mirostat_eta, got.mirostat_tau) == (4294967295, 0.2, 3.0)
-    assert defaults_from({"sampler-seq": "kt"}, None, set()).samplers == ("top_k", "temperature")
+    assert defaults_from({"sampler-seq": "kt"}, set()).samplers == ("top_k", "temperature")
 
 
 def test_bad_logit_bias_option():
     with pytest.raises(ValueError, match="TOKEN_ID"):
-        defaults_from({"logit-bias": ["15*2"]}, None, set())
+        defaults_from({"logit-bias": ["15*2"]}, set())
