@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEFAULT_MODEL ?= .cache/models/tiny
 
-.PHONY: run test bench venv clean
+.PHONY: run test soak bench venv clean
 
 venv: $(STAMP)
 
@@ -24,6 +24,11 @@ run: $(STAMP) $(DEFAULT_MODEL)/config.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The long reliability runs (fuzz, floods, kill -9 during persist, /health under a 10 MB prompt); they print what
+# they measured. Minutes, not seconds: never part of `test`.
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m soak tests/reliability $(PYTEST_ARGS)
 
 # Benchmarks against mlx-lm and mlx_lm.server on the synthetic checkpoints (slow; never part of `test`).
 bench: $(STAMP)
