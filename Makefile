@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEFAULT_MODEL ?= .cache/models/tiny
 
-.PHONY: run test typecheck bench venv clean
+.PHONY: run test typecheck soak bench venv clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,11 @@ test: $(STAMP)
 # mypy over the packages [tool.mypy] lists in pyproject.toml (those held at zero errors; `mypy mlxd` shows the rest).
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
+
+# The long reliability runs (fuzz, floods, kill -9 during persist, /health under a 10 MB prompt); they print what
+# they measured. Minutes, not seconds: never part of `test`.
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -s -m soak tests/reliability $(PYTEST_ARGS)
 
 # Benchmarks against mlx-lm and mlx_lm.server on the synthetic checkpoints (slow; never part of `test`).
 bench: $(STAMP)

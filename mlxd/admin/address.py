@@ -93,6 +93,39 @@ def prepare_socket_dir(path: str, *, create: bool) -> None:
         raise _problem(path, f"{directory} is not a directory")
     if create and (st.st_uid != os.geteuid() or st.st_mode & 0o022):
         raise _problem(path, f"{directory} must be owned by this user and not writable by others")
+    reason = unsafe_directory(directory)
+    if reason:  # an explicit path too: whoever can write there can replace the socket with their own
+        raise _problem(path, f"{reason}; put the socket in a private directory")
+
+
+def unsafe_directory(directory: str) -> str | None:
+    """Why a socket in ``directory`` could be replaced by another user (None when it cannot): the directory is
+    writable by its group or by everyone, or it belongs to someone else than this user or root."""
+    try:
+        st = os.stat(directory)
+    except OSError as exc:
+        return f"cannot use {directory}: {exc.strerror}"
+    if st.st_mode & 0o022:
+        return f"{directory} is writable by {'everyone' if st.st_mode & 0o002 else 'its group'}"
+    if st.st_uid not in (os.geteuid(), 0) and os.geteuid() != 0:
+        return f"{directory} belongs to another user (uid {st.st_uid})"
+    return None
+
+
+def trusted_socket(path: str) -> None:
+    """The client's check before it talks to a Unix socket: its directory is closed to others, so the daemon's own
+    socket cannot have been swapped for an impostor's. Raises ConfigError naming the reason."""
+    reason = unsafe_directory(os.path.dirname(path) or ".")
+    if reason:
+        raise _problem(path, f"refusing to trust the admin socket: {reason}")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # nothing there: the connection fails with its own message
+    except OSError as exc:
+        raise _problem(path, f"cannot use it: {exc.strerror}") from exc
+    if not stat.S_ISSOCK(st.st_mode):
+        raise _problem(path, "refusing to trust the admin socket: it is not a socket")
 
 
 def socket_in_use(path: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import httpx
 
-from mlxd.admin.address import AdminAddress, client_default, parse
+from mlxd.admin.address import AdminAddress, client_default, parse, trusted_socket
 from mlxd.admin.auth import read_token
 from mlxd.errors import ConfigError, MlxdError
 
@@ -189,6 +189,8 @@ def main(argv: list[str]) -> int:
     try:
         given = args.admin_listen or os.environ.get("MLXD_ADMIN_LISTEN")
         address = parse(given) if given else AdminAddress(unix_path=client_default())
+        if address.unix_path:
+            trusted_socket(address.unix_path)
         token_file = args.admin_token_file or os.environ.get("MLXD_ADMIN_TOKEN_FILE")
         token = read_token(token_file) if token_file else None
     except ConfigError as exc:

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from mlxd.admin.address import AdminAddress, parse, prepare_socket_dir, socket_in_use
 from mlxd.admin.auth import read_token
+from mlxd.admin.persist import clean_orphans
 from mlxd.errors import ConfigError, ConfigProblem
 
 log = logging.getLogger("mlxd.admin")
@@ -53,6 +54,8 @@ def admin_address(cfg: Any, env: Mapping[str, str]) -> tuple[AdminAddress, str |
 def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
     """The admin endpoint the configuration asks for; None when turned off (``--admin-listen off``) or when the
     default socket already belongs to another running daemon. Raises ConfigError for an unusable setting."""
+    if getattr(cfg, "config", None):
+        clean_orphans(cfg.config)  # what a persist killed mid-write left next to the file
     wanted = admin_address(cfg, env)
     if wanted is None:
         return None

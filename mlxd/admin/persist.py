@@ -1,6 +1,7 @@
 """``POST /v1/persist``: the admin overrides written into the --config TOML file, so they survive a restart.
 
-The file is rewritten atomically (a temporary file in the same directory, fsync, rename) with its mode and owner.
+The file is rewritten atomically (a temporary file in the same directory, fsync, rename) with its mode and owner;
+temporary files that a killed persist left behind are removed at startup and before each persist.
 Keys are written in their canonical names; other spellings of the same option are dropped so the file stays
 unambiguous; an override to "unset" removes the key. Comments are not preserved (tomli-w writes plain TOML).
 """
@@ -8,8 +9,11 @@ unambiguous; an override to "unset" removes the key. Comments are not preserved 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import stat
 import tempfile
+import time
 import tomllib
 from typing import Any
 
@@ -17,6 +21,8 @@ import tomli_w
 
 from mlxd.config import table
 from mlxd.errors import AdminError
+
+log = logging.getLogger("mlxd.admin")
 
 
 def merged_document(current: dict[str, Any], updates: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
@@ -36,11 +42,54 @@ def merged_document(current: dict[str, Any], updates: dict[str, Any]) -> tuple[d
     return doc, written, removed
 
 
+# A temporary file left by a write that never finished (the process was killed between create and rename) is
+# removed once it is this old: younger ones may belong to a write in progress.
+ORPHAN_AGE_S = 60.0
+
+
+def _temp_prefix(path: str) -> str:
+    return f".{os.path.basename(path)}.mlxd-"
+
+
+def _is_temp_of(name: str, path: str) -> bool:
+    """A temporary file of a persist into ``path`` (or one of an older mlxd's, which named them .mlxd-*.toml)."""
+    ours = name.startswith(_temp_prefix(path)) and name.endswith(".tmp")
+    legacy = name.startswith(".mlxd-") and name.endswith(".toml") and len(name) == len(".mlxd-") + 8 + len(".toml")
+    return ours or legacy
+
+
+def clean_orphans(path: str, *, older_than: float = ORPHAN_AGE_S) -> list[str]:
+    """Remove the temporary files that killed persists into ``path`` left next to it; the paths removed."""
+    real = os.path.realpath(path)
+    directory = os.path.dirname(real) or "."
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        if not _is_temp_of(name, real):
+            continue
+        candidate = os.path.join(directory, name)
+        try:
+            st = os.lstat(candidate)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime >= older_than:
+                os.unlink(candidate)
+                removed.append(candidate)
+        except OSError:
+            continue
+    if removed:
+        log.info("removed %d temporary file(s) left by an interrupted persist: %s", len(removed),
+                 ", ".join(removed))
+    return removed
+
+
 def write_atomically(path: str, text: str) -> None:
     """Replace ``path`` with ``text``: same directory, same mode and owner, fsync before the rename."""
     st = os.stat(path)
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".mlxd-", suffix=".toml", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=directory)
     try:
         os.fchmod(fd, st.st_mode & 0o7777)
         try:
@@ -70,6 +119,7 @@ def _persist(path: str, updates: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         raise AdminError("io_error", f"cannot read {path}: {exc.strerror}", 500) from exc
     doc, written, removed = merged_document(current, updates)
+    clean_orphans(real)
     try:
         write_atomically(real, tomli_w.dumps(doc))
     except OSError as exc:

@@ -25,9 +25,8 @@ log = logging.getLogger("mlxd.api")
 
 # Request bodies over this size are refused with a 413 envelope before they are read.
 BODY_LIMIT = 100 * 1024 * 1024
-# cpp-httplib closes idle keep-alive connections after 5 s (its ``Keep-Alive: timeout=5``).
-KEEP_ALIVE_SECONDS = 5
 DEFAULT_TIMEOUT_SECONDS = 3600
+NO_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
 
 def api_prefix(config: object) -> str:
@@ -71,9 +70,12 @@ def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BOD
             # TouchUp rewrites sanic's own code per process; with several apps in one process it breaks.
             "TOUCHUP": False,
             "REQUEST_MAX_SIZE": body_limit,
-            "REQUEST_TIMEOUT": timeout,
-            "RESPONSE_TIMEOUT": timeout,
-            "KEEP_ALIVE_TIMEOUT": KEEP_ALIVE_SECONDS,
+            # sanic's own protocol (the daemon serves through mlxd.daemon.connections, which applies --timeout
+            # per read and per write): the head's deadline, and no deadline on a whole response, which b10621
+            # does not have either (a long non-streamed generation is not cut).
+            "REQUEST_TIMEOUT": min(timeout, float(getattr(state.config, "timeout_header", 0) or NO_DEADLINE_SECONDS)),
+            "RESPONSE_TIMEOUT": NO_DEADLINE_SECONDS,
+            "KEEP_ALIVE_TIMEOUT": float(getattr(state.config, "timeout_idle", 0) or NO_DEADLINE_SECONDS),
             "FALLBACK_ERROR_FORMAT": "json",
         }
     )

@@ -6,6 +6,7 @@ large, timeouts) and anything unexpected arrive here too. A traceback is logged,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -95,6 +96,11 @@ def translate(exc: BaseException) -> tuple[int, dict[str, Any]]:
 
 def error_response(exc: BaseException) -> HTTPResponse:
     """The HTTP response for an exception raised while serving a request."""
+    if isinstance(exc, asyncio.CancelledError):
+        # The client went away before the response (sanic's RequestCancelled): nobody reads this answer, and an
+        # ERROR line per dropped connection would let any client write the log.
+        log.debug("client disconnected before the response was sent")
+        return json_response({"error": error_object(499, "client closed the request", "server_error")}, 499)
     status, body = translate(exc)
     if status >= 500 and not isinstance(exc, (RequestError, sanic_exc.SanicException)):
         log.error("request failed: %s", exc, exc_info=exc)

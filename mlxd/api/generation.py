@@ -14,7 +14,7 @@ from typing import Any
 from mlxd.api.planning import Plan, engine_request
 from mlxd.api.state import ServedModel
 from mlxd.engine.types import ErrorEvent, FinalEvent, ProgressEvent, Timings, TokenEvent
-from mlxd.errors import RequestError
+from mlxd.errors import InvalidRequest, RequestError
 
 
 @dataclass
@@ -48,6 +48,7 @@ def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "",
     if metrics is not None:
         metrics.on_request(route)
         metrics.follow(model.worker)
+    refuse_what_never_fits(len(p.prompts) * p.opts.n_cmpl, model)
     jobs: list[Job] = []
     try:
         for tokens in p.prompts:
@@ -58,6 +59,19 @@ def submit(p: Plan, model: ServedModel, *, metrics: Any = None, route: str = "",
         cancel(jobs)
         raise
     return jobs
+
+
+def refuse_what_never_fits(n_generations: int, model: ServedModel) -> None:
+    """A request with more generations than the worker ever holds at once (slots plus its wait queue) would get
+    "busy, retry later" even on an idle server, and a client would retry it forever: it is a bad request."""
+    settings = getattr(model.worker, "settings", None)
+    if settings is None:
+        return
+    capacity = int(settings.n_parallel) + int(settings.queue_max)
+    if n_generations > capacity:
+        raise InvalidRequest(f"the request asks for {n_generations} generations (prompts times n_cmpl), more than the "
+                             f"server ever holds at once ({settings.n_parallel} slots and {settings.queue_max} "
+                             "waiting); send fewer prompts per request")
 
 
 def cancel(jobs: Sequence[Job]) -> None:

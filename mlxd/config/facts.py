@@ -301,6 +301,9 @@ model-store-root  value str?   ~ effect=reload
 cpu-blas          value str    auto       {auto,system,bundled} restart
 worker-affinity   value str    auto       {auto,off} restart
 shutdown-timeout  value float  30.0       0..86400
+timeout-header    value float  10.0       0..86400
+timeout-idle      value float  5.0        0..86400
+connections-max   value int    0          >=0
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -315,7 +318,15 @@ MLXD_HELP = {
     "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
                        "CPU the worker starts on, under the batch scheduling policy; off: leave both to the kernel",
-    "shutdown-timeout": "seconds a graceful shutdown waits for in-flight generations",
+    "shutdown-timeout": "seconds a graceful shutdown waits for in-flight requests (streams to their last byte) "
+                        "before ending them with an error",
+    "timeout-header": "seconds a client has, from a request's first byte, to send the whole request head (0: no "
+                      "limit)",
+    "timeout-idle": "seconds a keep-alive connection may sit idle between requests (a new one before its first "
+                    "byte too; 0: no limit)",
+    "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
+                       "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
+                       "at most 16384)",
 }
 
 # Why an option is refused, and what to use instead. Keyed by option name or by a ``why=`` key.

@@ -268,3 +268,6 @@ class Config(BaseModel):
     cpu_blas: str = 'auto'
     worker_affinity: str = 'auto'
     shutdown_timeout: float = 30.0
+    timeout_header: float = 10.0
+    timeout_idle: float = 5.0
+    connections_max: int = 0

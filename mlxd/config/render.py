@@ -97,10 +97,11 @@ def dump_toml(resolved: ResolvedConfig, *, all_values: bool = False, secrets: bo
     return tomli_w.dumps(doc) if doc else "# every option at its default\n"
 
 
-def from_args_toml(resolved: ResolvedConfig) -> str:
-    """The options a command line set, as TOML (secrets included: the output is the user's own input)."""
+def from_args_toml(resolved: ResolvedConfig, *, secrets: bool = True) -> str:
+    """The options a command line set, as TOML; ``secrets=False`` redacts them as ``dump_toml`` does (the CLI's
+    default: a terminal or a pasted bug report is no place for an API key)."""
     cli = {name for name, source in resolved.provenance.items() if source.startswith("cli:")}
-    return tomli_w.dumps(toml_values(resolved.config, only=cli, secrets=True))
+    return tomli_w.dumps(toml_values(resolved.config, only=cli, secrets=secrets))
 
 
 def help_text() -> str:

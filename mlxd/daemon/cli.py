@@ -84,7 +84,8 @@ def _config_parser() -> argparse.ArgumentParser:
     dump.add_argument("--config", help="TOML configuration file")
     dump.add_argument("--all", action="store_true", help="every option, not only those that differ from the default")
     dump.add_argument("--show-secrets", action="store_true", help="print secrets instead of redacting them")
-    sub.add_parser("from-args", help="a llama-server command line (after --) as TOML")
+    from_args = sub.add_parser("from-args", help="a llama-server command line (after --) as TOML")
+    from_args.add_argument("--show-secrets", action="store_true", help="print secrets instead of redacting them")
     return parser
 
 
@@ -104,7 +105,7 @@ def _config_command(argv: list[str]) -> int:
     else:
         from mlxd.config import resolve
 
-        text = render.from_args_toml(resolve(rest, {}, read_config_ini=False))
+        text = render.from_args_toml(resolve(rest, {}, read_config_ini=False), secrets=args.show_secrets)
     for warning in resolved.warnings if args.command in ("explain", "dump") else ():
         print(f"warning: {warning}", file=sys.stderr)
     sys.stdout.write(text)
@@ -170,7 +171,7 @@ def _usage() -> str:
             "  mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]\n"
             "  mlxd config check [FILE] [--config FILE] [-- ARGS...]\n"
             "  mlxd config dump [--all] [--config FILE] [-- ARGS...]\n"
-            "  mlxd config from-args -- ARGS...       a llama-server command line as TOML\n"
+            "  mlxd config from-args [--show-secrets] -- ARGS...   a llama-server command line as TOML\n"
             "  mlxd compat report                     the b10621 compat manifest by state and kind\n"
             "  mlxd compat flags                      every accepted spelling, its option and state\n"
             "  mlxd dev synth-model ...               make a synthetic checkpoint\n"

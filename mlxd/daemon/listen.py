@@ -66,6 +66,44 @@ def bind(host: str, port: int, *, option: str = "host", tls: bool = False, mode:
         raise ConfigError([problem]) from exc
 
 
+# File descriptors kept back from --connections-max for everything else: model files, logs, the admin listener,
+# the watcher, MLX and the tokenizers' own.
+FD_RESERVE = 256
+AUTO_CONNECTIONS_MAX = 16384
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit (what a service manager allows); the soft limit
+    now in force. The default soft limit (often 1024) is far below what a server with keep-alive clients needs."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return int(soft if soft != resource.RLIM_INFINITY else wanted)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        return int(wanted)
+    except (ValueError, OSError):  # macOS caps the soft limit below an "unlimited" hard one
+        for candidate in (65536, 10240):
+            if soft < candidate <= wanted:
+                try:
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (candidate, hard))
+                    return candidate
+                except (ValueError, OSError):
+                    continue
+        return int(soft)
+
+
+def connections_cap(requested: int, open_files: int) -> int:
+    """``--connections-max``: the value given, else (0) the descriptor limit less the reserve; never above what the
+    descriptor limit leaves, since an accept() that fails for want of a descriptor is what the cap prevents."""
+    room = max(16, open_files - FD_RESERVE)
+    return min(requested, room) if requested > 0 else min(AUTO_CONNECTIONS_MAX, room)
+
+
 def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext | None:
     """llama-server serves HTTPS when both --ssl-cert-file and --ssl-key-file are given."""
     if not cert_file and not key_file:

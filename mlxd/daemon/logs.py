@@ -8,15 +8,20 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import stat
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from mlxd.errors import ConfigError, ConfigProblem
 
 ROOT = "mlxd"
+# Libraries that log on the daemon's behalf (a failed accept(), a connection error): their lines go through the
+# same handlers, with the same redaction and repeat folding, instead of Python's bare last-resort handler.
+LIBRARY_LOGGERS = ("asyncio", "sanic")
 REDACTED = "***"
 
 # llama.cpp's verbosity levels (common/log.h): 0 output, 1 error, 2 warning, 3 info, 4+ debug.
@@ -73,6 +78,47 @@ class RedactingFilter(logging.Filter):
 _redactor = RedactingFilter()
 
 
+class RepeatFilter(logging.Filter):
+    """Folds repeated warnings and errors: past ``burst`` lines alike within ``window`` seconds, a line is dropped, and the next one let
+    through after the window says how many were. Lines are alike when they differ only in their numbers (ports,
+    counts, ids), so a flood of one failure (a client dropping connections, a refused accept) cannot fill a disk."""
+
+    def __init__(self, burst: int = 10, window: float = 10.0, max_keys: int = 4096) -> None:
+        super().__init__()
+        self.burst, self.window, self.max_keys = burst, window, max_keys
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, int, str], list[float]] = {}  # key -> [window start, count, suppressed]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:  # per-request and lifecycle lines are the log's purpose
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed call: let logging report it as it would
+            return True
+        key = (record.name, record.levelno, _DIGITS.sub("#", text)[:300])
+        now = time.monotonic()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is None or now - entry[0] > self.window:
+                suppressed = int(entry[2]) if entry is not None else 0
+                if len(self._seen) >= self.max_keys:
+                    self._seen.clear()
+                self._seen[key] = [now, 1, 0]
+                if suppressed:
+                    record.msg, record.args = f"{text} ({suppressed} similar line(s) suppressed)", None
+                return True
+            entry[1] += 1
+            if entry[1] <= self.burst:
+                return True
+            entry[2] += 1
+            return False
+
+
+_DIGITS = re.compile(r"\d+")
+_repeats = RepeatFilter()
+
+
 def redact(text: str) -> str:
     """Redact the configured secrets from any text that is about to leave the process."""
     return _redactor.redact(text)
@@ -98,7 +144,8 @@ class _Formatter(logging.Formatter):
             prefix += self.formatTime(record, "%Y-%m-%d %H:%M:%S") + f".{int(record.msecs):03d} "
         if self.settings.log_prefix:
             prefix += f"{self._LETTERS.get(record.levelno, 'I')} "
-        line = f"{prefix}{record.name}: {text}"
+        # Redacted here, after the traceback is appended (the filter only sees the message).
+        line = redact(f"{prefix}{record.name}: {text}")
         color = self._COLORS.get(record.levelno) if self.colors else None
         return f"{color}{line}\033[0m" if color else line
 
@@ -151,18 +198,21 @@ def configure_logging(settings: LogSettings) -> None:
     for handler in new_handlers:
         if handler.formatter is None:
             handler.setFormatter(_Formatter(settings, colors=False))
+        handler.addFilter(_repeats)
         handler.addFilter(_redactor)
     _redactor.set_secrets(settings.secrets)
 
-    root = logging.getLogger(ROOT)
+    loggers = [logging.getLogger(name) for name in (ROOT, *LIBRARY_LOGGERS)]
     for old in _handlers:
-        root.removeHandler(old)
+        for logger in loggers:
+            logger.removeHandler(old)
         if old.stream not in (sys.stderr, sys.stdout):  # type: ignore[attr-defined]
             old.close()
     _handlers[:] = new_handlers
-    for handler in new_handlers:
-        root.addHandler(handler)
-    root.setLevel(settings.level)
-    root.propagate = False
-    if settings.log_disable:
-        root.addHandler(logging.NullHandler())
+    for logger in loggers:
+        for handler in new_handlers:
+            logger.addHandler(handler)
+        logger.propagate = False
+        if settings.log_disable:
+            logger.addHandler(logging.NullHandler())
+    loggers[0].setLevel(settings.level)

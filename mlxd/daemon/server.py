@@ -13,8 +13,9 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any, Callable
 
-from mlxd.daemon.connections import ServingProtocol
-from mlxd.daemon.listen import Listener, bind, tls_context
+from mlxd.daemon.connections import ConnectionLimits, ServingProtocol
+from mlxd.daemon.listen import (Listener, bind, connections_cap, raise_open_files_limit,
+                                tls_context)
 from mlxd.daemon.notify import Notifier
 from mlxd.errors import MlxdError
 
@@ -143,10 +144,24 @@ class Daemon:
 
         cfg = self.resolved.config
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
+        open_files = raise_open_files_limit()
         self._listener = bind(cfg.host, cfg.port, tls=tls is not None, reuse_port=cfg.reuse_port)
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
         self._count_requests(app)
+        serving = self.serving
+
+        def limits() -> ConnectionLimits:
+            # Read as each connection opens: the options are live, a reload changes the next connections.
+            live = serving.config
+            return ConnectionLimits(timeout_idle=float(live.timeout_idle), timeout_header=float(live.timeout_header),
+                                    timeout=float(live.timeout), connections_max=connections_cap(
+                                        int(live.connections_max), open_files))
+
+        app.ctx.connection_limits = limits
+        log.info("connections: at most %d open (open files limit %d), header timeout %g s, idle timeout %g s, "
+                 "read/write timeout %g s", limits().connections_max, open_files, cfg.timeout_header,
+                 cfg.timeout_idle, cfg.timeout)
         sleep.install(app, self.serving)
         server = await app.create_server(sock=self._listener.sock, ssl=tls, access_log=False,
                                          protocol=ServingProtocol, return_asyncio_server=True)

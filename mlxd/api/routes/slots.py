@@ -25,6 +25,7 @@ bp = Blueprint("slots")
 
 SLOTS_DISABLED = "This server does not support slots endpoint. Start it with `--slots`"
 ACTIONS_DISABLED = "This server does not support slots action. Start it with `--slot-save-path`"
+SAVE_ONTO_DIRECTORY = "Invalid filename: a directory of that name exists in the slot save path"
 RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or invalid slot save file"
 ACTIONS_UNAVAILABLE = "This server does not support slots action: the model worker cannot save or restore slots"
 
@@ -71,7 +72,12 @@ async def post_slot(request: Request, id_slot: str) -> HTTPResponse:
         raise NotSupported(ACTIONS_UNAVAILABLE)
     if action == "save":
         save = hook
-        n = await asyncio.to_thread(write_atomically, path, lambda tmp: save(slot_id, tmp))
+        if path.is_dir():  # the rename over it would fail: the request's name is the problem, not the server
+            raise InvalidRequest(SAVE_ONTO_DIRECTORY)
+        try:
+            n = await asyncio.to_thread(write_atomically, path, lambda tmp: save(slot_id, tmp))
+        except IsADirectoryError as exc:  # made a directory since the check
+            raise InvalidRequest(SAVE_ONTO_DIRECTORY) from exc
         ms = (time.perf_counter() - started) * 1e3
         saved = SlotSaved(id_slot=slot_id, filename=filename, n_saved=int(n), n_written=path.stat().st_size,
                           timings=SaveTimings(save_ms=ms))
