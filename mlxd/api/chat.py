@@ -135,8 +135,10 @@ class ChatParser:
                 out.append(MessageDiff(content=delta.content))
             for call in delta.tool_calls:
                 self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
-                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
-                                       tool_arguments=call.arguments))
+                # As llama-server streams a call: its id and name first, then its arguments.
+                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name))
+                if call.arguments:
+                    out.append(MessageDiff(tool_index=call.index, tool_arguments=call.arguments))
         return out
 
 

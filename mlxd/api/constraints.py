@@ -13,6 +13,7 @@ from typing import Any
 
 from mlxd.api.planning import Plan, config_value
 from mlxd.api.state import ServedModel, ServingState
+from mlxd.engine.chat import tool_call_format
 from mlxd.engine.constrain import (
     ConstraintSpec,
     ServerConstraint,
@@ -60,8 +61,13 @@ async def constrain(p: Plan, body: Mapping[str, Any], state: ServingState, model
         return p
     # The first use builds llguidance's view of the vocabulary: not on the event loop.
     compiler = await asyncio.to_thread(lambda: model.worker.constraints.compiler)
-    reader = chat_constraint if chat else request_constraint
-    spec: ConstraintSpec | None = reader(body, server, compiler.tokenizer)
+    spec: ConstraintSpec | None
+    if chat:
+        template = model.chat_template
+        fmt = tool_call_format(template.source) if template is not None and template.builtin is None else "hermes"
+        spec = chat_constraint(body, server, compiler.tokenizer, tool_call_format=fmt)
+    else:
+        spec = request_constraint(body, server, compiler.tokenizer)
     if spec is not None:
         p.constraint_spec = spec
         p.constraint = await asyncio.to_thread(compiler.compile, spec)

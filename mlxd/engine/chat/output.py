@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.engine.chat.prompt import ChatPrompt
-from mlxd.engine.chat.reasoning import ReasoningFormat, ReasoningStream, split_reasoning
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags, split_reasoning
 from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
 from mlxd.engine.chat.tools import (
     ToolCall,
@@ -15,8 +15,10 @@ from mlxd.engine.chat.tools import (
     ToolCallFormat,
     ToolCallStream,
     extract_tool_calls,
+    format_named,
     new_tool_call_id,
 )
+from mlxd.engine.chat.formats import Tools
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,21 @@ def parse_chat_output(
     starts_in_reasoning: bool = False,
     parse_tool_calls: bool = False,
     tool_call_format: ToolCallFormat = "hermes",
+    tools: Tools = (),
+    reasoning_tags: Tags = THINK_TAGS,
     id_factory: Callable[[], str] = new_tool_call_id,
 ) -> ChatMessage:
-    """Parse a whole generated answer."""
+    """Parse a whole generated answer (``tools``: the request's, which some formats read for argument types)."""
     reasoning, content = split_reasoning(
-        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning
+        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning, tags=reasoning_tags
     )
     calls: list[ToolCall] = []
     if parse_tool_calls:
-        extract = extract_llama_tool_calls if tool_call_format == "llama3" else extract_tool_calls
-        content, calls = extract(content, id_factory=id_factory)
+        if tool_call_format == "llama3":
+            content, calls = extract_llama_tool_calls(content, id_factory=id_factory)
+        else:
+            content, calls = extract_tool_calls(content, fmt=format_named(tool_call_format), tools=tools,
+                                                id_factory=id_factory)
     return ChatMessage(content=content, reasoning_content=reasoning, tool_calls=tuple(calls))
 
 
@@ -78,13 +85,17 @@ class ChatOutputStream:
         starts_in_reasoning: bool = False,
         parse_tool_calls: bool = False,
         tool_call_format: ToolCallFormat = "hermes",
+        tools: Tools = (),
+        reasoning_tags: Tags = THINK_TAGS,
         id_factory: Callable[[], str] = new_tool_call_id,
     ) -> None:
-        self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning)
+        self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning,
+                                          tags=reasoning_tags)
         self._tools: ToolCallStream | LlamaToolCallStream | None = None
-        if parse_tool_calls:
-            stream = LlamaToolCallStream if tool_call_format == "llama3" else ToolCallStream
-            self._tools = stream(id_factory=id_factory)
+        if parse_tool_calls and tool_call_format == "llama3":
+            self._tools = LlamaToolCallStream(id_factory=id_factory)
+        elif parse_tool_calls:
+            self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory)
         self._content: list[str] = []
         self._reasoning_text: list[str] = []
         self._calls: list[ToolCall] = []
@@ -97,6 +108,8 @@ class ChatOutputStream:
             starts_in_reasoning=prompt.starts_in_reasoning,
             parse_tool_calls=prompt.parse_tool_calls,
             tool_call_format=prompt.tool_call_format,
+            tools=prompt.tools,
+            reasoning_tags=prompt.reasoning_tags,
             id_factory=id_factory,
         )
 

@@ -10,14 +10,13 @@ from typing import Any, Literal, get_args
 
 from mlxd.engine.chat.errors import ChatRequestError
 from mlxd.engine.chat.messages import content_parts_text, template_messages, template_tools
-from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, check_reasoning_format
+from mlxd.engine.chat.formats import detect_tool_format
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, Tags, check_reasoning_format
 from mlxd.engine.chat.templates import ChatTemplate
 from mlxd.engine.chat.tools import ToolCallFormat, tool_call_format
 
 ReasoningMode = Literal["on", "off", "auto"]
 ToolChoice = Literal["auto", "none", "required"]
-
-_THINK_TAG = re.compile(re.escape(THINK_OPEN) + "|" + re.escape(THINK_CLOSE))
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,8 @@ class ChatPrompt:
     parse_tool_calls: bool
     prefilled: bool  # the last assistant message was continued rather than closed
     tool_call_format: ToolCallFormat = "hermes"
+    tools: tuple[dict[str, Any], ...] = ()  # the request's tools, which some formats read for argument types
+    reasoning_tags: Tags = THINK_TAGS  # how this family opens and closes its reasoning
 
 
 def parse_tool_choice(value: Any) -> ToolChoice:
@@ -68,11 +69,12 @@ def _enable_thinking(template: ChatTemplate, options: ChatOptions, kwargs: Mappi
     return enabled
 
 
-def _inside_reasoning(generation_prompt_end: str, prefill: str) -> bool:
-    """Whether text generated after this prompt starts inside a ``<think>`` block."""
-    inside = generation_prompt_end.rstrip().endswith(THINK_OPEN)
-    for tag in _THINK_TAG.finditer(prefill):
-        inside = tag.group() == THINK_OPEN
+def _inside_reasoning(generation_prompt_end: str, prefill: str, tags: Tags) -> bool:
+    """Whether text generated after this prompt starts inside a reasoning block (``<think>`` or the family's)."""
+    think_open, think_close = tags
+    inside = generation_prompt_end.rstrip().endswith(think_open)
+    for tag in re.finditer(re.escape(think_open) + "|" + re.escape(think_close), prefill):
+        inside = tag.group() == think_open
     return inside
 
 
@@ -141,12 +143,16 @@ def apply_chat_template(
         prompt = prompt[: -len(template.eos_token)]
 
     skip = options.skip_chat_parsing
+    family = detect_tool_format(template.source)
+    tags = family.think if family is not None else THINK_TAGS
     return ChatPrompt(
         prompt=prompt + prefill,
         reasoning_format="none" if skip else fmt,
         enable_thinking=enable_thinking,
-        starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill),
+        starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill, tags),
         parse_tool_calls=not skip and bool(tool_list) and choice != "none",
         prefilled=prefilled,
         tool_call_format=tool_call_format(template.source),
+        tools=tuple(tool_list),
+        reasoning_tags=tags,
     )
