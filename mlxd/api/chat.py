@@ -189,6 +189,7 @@ async def plan(body_fields: dict[str, Any], state: ServingState, model: ServedMo
     """A chat request's plan: its native fields over the model's defaults, its constraints compiled and its
     reasoning budget read against the rendered prompt."""
     p = planning.plan(body_fields, state, model, [tokens], cache_namespace="chat")
-    p = await constraints.constrain(p, body_fields, state, model, chat=True)
+    close = prompt.reasoning_tags[1] if prompt.starts_in_reasoning else None
+    p = await constraints.constrain(p, body_fields, state, model, chat=True, reasoning_close=close)
     p.reasoning = reasoning.chat_spec(body_fields, p.opts.reasoning, state, model, prompt)
     return p

@@ -54,8 +54,11 @@ def _wants(body: Mapping[str, Any], server: ServerConstraint, *, chat: bool) -> 
 
 
 async def constrain(p: Plan, body: Mapping[str, Any], state: ServingState, model: ServedModel, *,
-                    chat: bool) -> Plan:
-    """Give the plan the request's constraint, compiled (none for free generation); raises the 400."""
+                    chat: bool, reasoning_close: str | None = None) -> Plan:
+    """Give the plan the request's constraint, compiled (none for free generation); raises the 400.
+
+    ``reasoning_close``: the tag that closes the reasoning block a chat prompt left open, which a forced tool
+    call must write first."""
     server = server_default(state)
     if not _wants(body, server, chat=chat):
         return p
@@ -65,7 +68,8 @@ async def constrain(p: Plan, body: Mapping[str, Any], state: ServingState, model
     if chat:
         template = model.chat_template
         fmt = tool_call_format(template.source) if template is not None and template.builtin is None else "hermes"
-        spec = chat_constraint(body, server, compiler.tokenizer, tool_call_format=fmt)
+        spec = chat_constraint(body, server, compiler.tokenizer, tool_call_format=fmt,
+                               reasoning_close=reasoning_close)
     else:
         spec = request_constraint(body, server, compiler.tokenizer)
     if spec is not None:

@@ -20,9 +20,23 @@ Json = Callable[[Mapping[str, Any]], str]  # a schema's Lark spelling (%json {..
 _TEXT = r"/[^<\n]{1,64}/"
 
 
+def _closed(schema: Any) -> Any:
+    """An object schema that does not say whether it takes more properties takes none, as llama.cpp's schema
+    grammars read it (an open object would let a model write keys no tool asked for)."""
+    if not isinstance(schema, Mapping):
+        return schema
+    out = dict(schema)
+    if isinstance(out.get("properties"), Mapping):
+        out["properties"] = {k: _closed(v) for k, v in out["properties"].items()}
+        out.setdefault("additionalProperties", False)
+    if isinstance(out.get("items"), Mapping):
+        out["items"] = _closed(out["items"])
+    return out
+
+
 def _params(function: Mapping[str, Any]) -> Mapping[str, Any]:
     parameters = function.get("parameters")
-    return parameters if isinstance(parameters, Mapping) and parameters else {"type": "object"}
+    return _closed(parameters) if isinstance(parameters, Mapping) and parameters else {"type": "object"}
 
 
 def _required(function: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:

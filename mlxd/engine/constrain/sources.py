@@ -205,6 +205,7 @@ def chat_constraint(
     server: ServerConstraint | None = None,
     tokenizer: ConstraintTokenizer | None = None,
     tool_call_format: str = "hermes",
+    reasoning_close: str | None = None,
 ) -> ConstraintSpec | None:
     """The constraint of an OpenAI-style chat body: ``response_format`` (or ``json_schema``), ``grammar``, tools
     (in the model's ``tool_call_format``).
@@ -228,6 +229,7 @@ def chat_constraint(
         parallel_tool_calls=parallel,
         tokenizer=tokenizer,
         tool_call_format=tool_call_format,
+        reasoning_close=reasoning_close,
     )
     if forced is not None and isinstance(body.get("grammar"), str) and body["grammar"]:
         raise InvalidRequest("Cannot use custom grammar constraints with tools.")

@@ -58,11 +58,14 @@ def tool_call_constraint(
     parallel_tool_calls: bool = False,
     tokenizer: ConstraintTokenizer | None = None,
     tool_call_format: str = "hermes",
+    reasoning_close: str | None = None,
 ) -> ConstraintSpec | None:
     """The constraint for a chat request's tool calls, or None when tool calls are not wanted or free.
 
     ``tool_choice`` is ``"required"``, ``"auto"``, ``"none"`` or ``{"type": "function", "function": {"name": N}}``;
     ``tool_call_format`` names the format the model writes calls in (engine.chat.tool_call_format).
+    ``reasoning_close`` is the tag that ends the reasoning block the prompt left open (DeepSeek R1, GLM 4.7 open
+    ``<think>`` in their generation prompt): a forced call first closes it, leaving the reasoning empty.
     """
     if not tools or tool_choice == "none":
         return None
@@ -86,9 +89,11 @@ def tool_call_constraint(
     except ValueError as exc:
         raise ConstraintError(str(exc)) from exc
     repeat = f" ({separator(tool_call_format)} call)*" if parallel_tool_calls else ""
-    lark = "%llguidance {}\n" + f"start: call{repeat}\n" + "call: " + "\n    | ".join(alternatives) + "\n"
-    start = _start_marker(tool_call_format)
     lazy = tool_choice == "auto" and name is None
+    opening = f'{marker(reasoning_close)} "\\n\\n" ' if reasoning_close and not lazy else ""
+    lark = ("%llguidance {}\n" + f"start: {opening}call{repeat}\n" + "call: " + "\n    | ".join(alternatives)
+            + "\n")
+    start = _start_marker(tool_call_format)
     triggers = (Trigger(TriggerType.WORD, start),) if lazy else ()
     if lazy and tokenizer is not None:
         token = tokenizer.single_token(start)
