@@ -13,6 +13,7 @@ from mlxd.engine.chat.messages import content_parts_text, template_messages, tem
 from mlxd.engine.chat.formats import detect_tool_format
 from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, Tags, check_reasoning_format
 from mlxd.engine.chat.templates import ChatTemplate
+from mlxd.engine.chat.workarounds import reshape
 from mlxd.engine.chat.tools import ToolCallFormat, tool_call_format
 
 ReasoningMode = Literal["on", "off", "auto"]
@@ -134,6 +135,8 @@ def apply_chat_template(
         prefill = content_parts_text(messages[-1].get("content"), "")
         chat = template_messages(messages[:-1], caps=template.caps, map_developer_to_system=developer_is_system)
 
+    if template.builtin is None:
+        chat = reshape(template.source, chat)
     context = {"enable_thinking": enable_thinking, **kwargs}
     prompt = template.render(chat, tools=tool_list, add_generation_prompt=add_generation_prompt, context=context,
                              now=now)

@@ -123,6 +123,9 @@ def _environment() -> SandboxedEnvironment:
         undefined=_LenientUndefined,
     )
     env.filters["tojson"] = _tojson
+    # llama-server's runtime has no markup strings: `"..."|safe + text` is plain concatenation there, where
+    # jinja2's Markup would HTML-escape the text (Functionary v3.1 writes its tool list this way).
+    env.filters["safe"] = lambda value: value if isinstance(value, str) else str(value)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env
@@ -254,18 +257,25 @@ class ChatTemplate:
     def supports_thinking(self) -> bool:
         """Whether the template reacts to ``enable_thinking`` or speaks ``<think>`` (``--reasoning auto``)."""
         if self._supports_thinking is None:
-            self._supports_thinking = THINK_OPEN in self.source or self._renders_differently_with_thinking()
+            self._supports_thinking = (THINK_OPEN in self.source or "<|channel|>" in self.source
+                                       or self._renders_differently_with_thinking())
         return self._supports_thinking
 
     def _renders_differently_with_thinking(self) -> bool:
-        probe = [{"role": "user", "content": "test"}]
+        """Whether ``enable_thinking`` changes the assistant's turn (what follows the user's message): a template
+        that only words its system preamble differently (Apertus' "Deliberation") has no reasoning block for
+        llama-server, which looks for one where the answer starts."""
+        marker = "mlxd_thinking_probe"
+        probe = [{"role": "user", "content": marker}]
         fixed = datetime(2000, 1, 1)
         try:
             on = self.render(probe, context={"enable_thinking": True}, now=fixed)
             off = self.render(probe, context={"enable_thinking": False}, now=fixed)
         except ChatTemplateError:
             return False
-        return on != off
+        if marker not in on or marker not in off:
+            return on != off
+        return on[on.rindex(marker):] != off[off.rindex(marker):]
 
 
 def _text(content: Any) -> str:
