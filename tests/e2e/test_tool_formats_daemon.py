@@ -38,6 +38,7 @@ FAMILIES = {
     "functionary-v3.1": "meetkai-functionary-medium-v3.1",
     "functionary-v3.2": "meetkai-functionary-medium-v3.2",
     "llama3": "meta-llama-Llama-3.1-8B-Instruct",
+    "gpt-oss": "openai-gpt-oss-120b",
 }
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",

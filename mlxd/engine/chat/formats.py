@@ -183,6 +183,10 @@ def _qwen3_coder(text: str, tools: Tools) -> list[Call]:
     return _mlx(qwen3_coder.parse_tool_call)(body, tools)
 
 
+def _harmony(text: str, tools: Tools) -> list[Call]:
+    raise ValueError("gpt-oss answers are read whole by engine.chat.harmony, not by call regions")
+
+
 def _functionary_v32(text: str, tools: Tools) -> list[Call]:
     """``NAME\\n{...}`` after ``>>>`` (``all`` is Functionary's name for plain content, never a call)."""
     name, _, body = text.partition("\n")
@@ -237,6 +241,8 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call)),
     ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>")),
     ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32),
+    # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
+    ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}
 
 
@@ -245,6 +251,8 @@ def detect_tool_format(source: str) -> ToolFormat | None:
     def has(*needles: str) -> bool:
         return all(n in source for n in needles)
 
+    if has("<|channel|>"):
+        return FORMATS["gpt-oss"]
     if has("[TOOL_CALLS]"):
         return FORMATS["mistral" if "[ARGS]" in source else "mistral-v3"]
     if has("dsml_token", "DSML"):

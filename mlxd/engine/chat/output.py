@@ -19,6 +19,7 @@ from mlxd.engine.chat.tools import (
     new_tool_call_id,
 )
 from mlxd.engine.chat.formats import Tools
+from mlxd.engine.chat.harmony import HarmonyStream
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ def parse_chat_output(
     id_factory: Callable[[], str] = new_tool_call_id,
 ) -> ChatMessage:
     """Parse a whole generated answer (``tools``: the request's, which some formats read for argument types)."""
+    if tool_call_format == "gpt-oss" and reasoning_format != "none":
+        harmony = HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
+        r1, c1, d1 = harmony.feed(text)
+        r2, c2, d2 = harmony.finish()
+        return ChatMessage(content=c1 + c2, reasoning_content=r1 + r2, tool_calls=tuple(
+            ToolCall(id=d.id, name=d.name, arguments_json=d.arguments) for d in d1 + d2))
     reasoning, content = split_reasoning(
         text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning, tags=reasoning_tags
     )
@@ -91,8 +98,13 @@ class ChatOutputStream:
     ) -> None:
         self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning,
                                           tags=reasoning_tags)
+        # gpt-oss's channels carry reasoning, content and calls at once: one reader for all three.
+        self._harmony = (HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
+                         if tool_call_format == "gpt-oss" and reasoning_format != "none" else None)
         self._tools: ToolCallStream | LlamaToolCallStream | None = None
-        if parse_tool_calls and tool_call_format == "llama3":
+        if self._harmony is not None:
+            pass
+        elif parse_tool_calls and tool_call_format == "llama3":
             self._tools = LlamaToolCallStream(id_factory=id_factory)
         elif parse_tool_calls:
             self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory)
@@ -116,15 +128,34 @@ class ChatOutputStream:
     @property
     def in_reasoning(self) -> bool:
         """Whether the text so far ends inside a reasoning block (what ``--reasoning-budget`` counts)."""
+        if self._harmony is not None:
+            return self._harmony.in_reasoning
         return self._reasoning.in_reasoning
 
     def feed(self, text: str) -> list[ChatDelta]:
         """Consume one delta of generated text."""
+        if self._harmony is not None:
+            return self._harmony_deltas(*self._harmony.feed(text))
         return self._deltas(*self._reasoning.feed(text), final=False)
 
     def finish(self) -> list[ChatDelta]:
         """The end of generation: release everything held back."""
+        if self._harmony is not None:
+            return self._harmony_deltas(*self._harmony.finish())
         return self._deltas(*self._reasoning.finish(), final=True)
+
+    def _harmony_deltas(self, reasoning: str, content: str, calls: list[ToolCallDelta]) -> list[ChatDelta]:
+        out: list[ChatDelta] = []
+        if reasoning:
+            self._reasoning_text.append(reasoning)
+            out.append(ChatDelta(reasoning_content=reasoning))
+        if content:
+            self._content.append(content)
+            out.append(ChatDelta(content=content))
+        for call in calls:
+            self._calls.append(ToolCall(id=call.id, name=call.name, arguments_json=call.arguments))
+            out.append(ChatDelta(tool_calls=(call,)))
+        return out
 
     def message(self) -> ChatMessage:
         """Everything emitted so far, as one message (complete once :meth:`finish` was called)."""

@@ -146,6 +146,10 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
         return f'{m("<function=")} {_q(name + ">")} {js(params)} {m("</function>")}'
     if fmt == "functionary-v3.2":
         return f'{m(">>>")} {_q(name + chr(10))} {js(params)}'
+    if fmt == "gpt-oss":
+        head = _q(" to=functions." + name + " ")
+        return (f'{m("<|channel|>")} "commentary" {head} {m("<|constrain|>")} "json" {m("<|message|>")} '
+                f'{js(params)} {m("<|call|>")}')
     if fmt == "llama3":
         return js({"type": "object", "properties": {**one, "parameters": params}, "required": ["name", "parameters"],
                    "additionalProperties": False})
