@@ -93,13 +93,15 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
     if reasoning_format is not None and not isinstance(reasoning_format, str):
         raise InvalidRequest("Field 'reasoning_format': must be a string")
     options = chat_options(state, model)
-    if isinstance(body.get("continue_final_message"), bool):
-        options = dataclasses.replace(options, prefill_assistant=body["continue_final_message"])
+    add_generation_prompt = body.get("add_generation_prompt", True)
+    if not isinstance(add_generation_prompt, bool):
+        raise InvalidRequest("Field 'add_generation_prompt': [json.exception.type_error.302] type must be boolean")
     try:
         prompt = apply_chat_template(
             template(model), messages, options=options, tools=body.get("tools"),
             tool_choice=body.get("tool_choice", "auto"), chat_template_kwargs=kwargs,
-            reasoning_format=reasoning_format,
+            reasoning_format=reasoning_format, add_generation_prompt=add_generation_prompt,
+            continue_final_message=body.get("continue_final_message"),
         )
     except ChatTemplateError as exc:  # a request error here, whatever it is at load time
         raise InvalidRequest(exc.message) from exc
@@ -157,7 +159,7 @@ def echoed_prefill(echo: Any, messages: Any, prompt: ChatPrompt) -> str:
     if not echo or not prompt.prefilled:
         return ""
     content = messages[-1].get("content")
-    return content_parts_text(content, "")
+    return content_parts_text(content, "\n\n")  # the text the prompt continued, parts joined as there
 
 
 def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:

@@ -254,14 +254,18 @@ def test_reasoning_content_in_every_shape(client: httpx.Client) -> None:
 
 def test_continue_final_message(client: httpx.Client) -> None:
     messages = HELLO + [{"role": "assistant", "content": "Once upon"}]
-    # Prefilling is refused with thinking on (b10621's rule), and the synthetic template thinks by default.
     body = {"messages": messages, "max_tokens": 1, "temperature": 0,
             "chat_template_kwargs": {"enable_thinking": False}}
-    continued = client.post("/v1/chat/completions/input_tokens", json={**body, "continue_final_message": True})
-    closed = client.post("/v1/chat/completions/input_tokens", json={**body, "continue_final_message": False})
-    assert continued.status_code == closed.status_code == 200
-    assert continued.json()["input_tokens"] < closed.json()["input_tokens"]  # no end-of-turn and new turn
-    assert client.post("/v1/chat/completions", json={**body, "continue_final_message": True}).status_code == 200
+    # --prefill-assistant continues a final assistant message; vLLM's explicit form gives the same prompt.
+    prefilled = client.post("/apply-template", json=body).json()["prompt"]
+    explicit = client.post("/apply-template", json={**body, "continue_final_message": True,
+                                                     "add_generation_prompt": False}).json()["prompt"]
+    assert prefilled == explicit and prefilled.endswith("Once upon")
+    both = client.post("/v1/chat/completions", json={**body, "continue_final_message": True})
+    assert both.status_code == 400
+    assert both.json()["error"]["message"] == "Cannot set both add_generation_prompt and continue_final_message to true."
+    assert client.post("/v1/chat/completions", json={**body, "continue_final_message": "content",
+                                                     "add_generation_prompt": False}).status_code == 200
     echoed = client.post("/v1/chat/completions", json={**body, "max_tokens": 3, "echo": True}).json()
     plain = client.post("/v1/chat/completions", json={**body, "max_tokens": 3}).json()
     assert echoed["choices"][0]["message"]["content"] == "Once upon" + plain["choices"][0]["message"]["content"]

@@ -190,6 +190,7 @@ class ChatTemplate:
         self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
         self._supports_thinking: bool | None = False if self.builtin else None
         self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
+        self._markup: tuple[tuple[str, str], tuple[str, str]] | None = None
 
     @property
     def has_tool_use_variant(self) -> bool:
@@ -260,6 +261,26 @@ class ChatTemplate:
             self._supports_thinking = (THINK_OPEN in self.source or "<|channel|>" in self.source
                                        or self._renders_differently_with_thinking())
         return self._supports_thinking
+
+    def reasoning_markup(self, tags: tuple[str, str]) -> tuple[str, str]:
+        """How this template writes an earlier turn's reasoning around its text: its opening and closing tags with
+        the whitespace it puts beside them (Qwen3: ``"<think>\\n"`` and ``"\\n</think>\\n\\n"``), which a continued
+        message is written with; the bare tags when the template does not show reasoning."""
+        if self._markup is None or self._markup[0] != tags:
+            found = tags
+            reasoning, content = "mlxd_reasoning_probe", "mlxd_content_probe"
+            probe = [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": content, "reasoning_content": reasoning}]
+            try:
+                text = self.render(probe, add_generation_prompt=False, now=datetime(2000, 1, 1))
+            except ChatTemplateError:
+                text = ""
+            at, end = text.find(reasoning), text.find(content)
+            opening = text.rfind(tags[0], 0, at) if at >= 0 else -1
+            if opening >= 0 and end > at and tags[1] in text[at:end]:
+                found = (text[opening:at], text[at + len(reasoning):end])
+            self._markup = (tags, found)
+        return self._markup[1]
 
     def _renders_differently_with_thinking(self) -> bool:
         """Whether ``enable_thinking`` changes the assistant's turn (what follows the user's message): a template
