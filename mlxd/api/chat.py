@@ -72,13 +72,15 @@ def render(body: Mapping[str, Any], state: ServingState, model: ServedModel,
     if reasoning_format is not None and not isinstance(reasoning_format, str):
         raise InvalidRequest("Field 'reasoning_format': must be a string")
     options = chat_options(state, model)
-    if isinstance(body.get("continue_final_message"), bool):
-        options = dataclasses.replace(options, prefill_assistant=body["continue_final_message"])
+    add_generation_prompt = body.get("add_generation_prompt", True)
+    if not isinstance(add_generation_prompt, bool):
+        raise InvalidRequest("Field 'add_generation_prompt': [json.exception.type_error.302] type must be boolean")
     try:
         prompt = apply_chat_template(
             template(model), messages, options=options, tools=body.get("tools"),
             tool_choice=body.get("tool_choice", "auto"), chat_template_kwargs=kwargs,
-            reasoning_format=reasoning_format,
+            reasoning_format=reasoning_format, add_generation_prompt=add_generation_prompt,
+            continue_final_message=body.get("continue_final_message"),
         )
     except ChatTemplateError as exc:  # a request error here, whatever it is at load time
         raise InvalidRequest(exc.message) from exc
@@ -126,8 +128,10 @@ class ChatParser:
                 out.append(MessageDiff(content=delta.content))
             for call in delta.tool_calls:
                 self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
-                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
-                                       tool_arguments=call.arguments))
+                # As llama-server streams a call: its id and name first, then its arguments.
+                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name))
+                if call.arguments:
+                    out.append(MessageDiff(tool_index=call.index, tool_arguments=call.arguments))
         return out
 
 
@@ -146,7 +150,7 @@ def echoed_prefill(echo: Any, messages: Any, prompt: ChatPrompt) -> str:
     if not echo or not prompt.prefilled:
         return ""
     content = messages[-1].get("content")
-    return content_parts_text(content, "")
+    return content_parts_text(content, "\n\n")  # the text the prompt continued, parts joined as there
 
 
 def native_fields(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -179,6 +183,7 @@ async def plan(body_fields: dict[str, Any], state: ServingState, model: ServedMo
     reasoning budget read against the rendered prompt."""
     tokens = await media_parts.resolve(tokens, model, config_value(state, "media_path", None))
     p = planning.plan(body_fields, state, model, [tokens], cache_namespace="chat")
-    p = await constraints.constrain(p, body_fields, state, model, chat=True)
+    close = prompt.reasoning_tags[1] if prompt.starts_in_reasoning else None
+    p = await constraints.constrain(p, body_fields, state, model, chat=True, reasoning_close=close)
     p.reasoning = reasoning.chat_spec(body_fields, p.opts.reasoning, state, model, prompt)
     return p

@@ -13,6 +13,7 @@ from typing import Any
 
 from mlxd.api.planning import Plan, config_value
 from mlxd.api.state import ServedModel, ServingState
+from mlxd.engine.chat import tool_call_format
 from mlxd.engine.constrain import (
     ConstraintSpec,
     ServerConstraint,
@@ -53,15 +54,24 @@ def _wants(body: Mapping[str, Any], server: ServerConstraint, *, chat: bool) -> 
 
 
 async def constrain(p: Plan, body: Mapping[str, Any], state: ServingState, model: ServedModel, *,
-                    chat: bool) -> Plan:
-    """Give the plan the request's constraint, compiled (none for free generation); raises the 400."""
+                    chat: bool, reasoning_close: str | None = None) -> Plan:
+    """Give the plan the request's constraint, compiled (none for free generation); raises the 400.
+
+    ``reasoning_close``: the tag that closes the reasoning block a chat prompt left open, which a forced tool
+    call must write first."""
     server = server_default(state)
     if not _wants(body, server, chat=chat):
         return p
     # The first use builds llguidance's view of the vocabulary: not on the event loop.
     compiler = await asyncio.to_thread(lambda: model.worker.constraints.compiler)
-    reader = chat_constraint if chat else request_constraint
-    spec: ConstraintSpec | None = reader(body, server, compiler.tokenizer)
+    spec: ConstraintSpec | None
+    if chat:
+        template = model.chat_template
+        fmt = tool_call_format(template.source) if template is not None and template.builtin is None else "hermes"
+        spec = chat_constraint(body, server, compiler.tokenizer, tool_call_format=fmt,
+                               reasoning_close=reasoning_close)
+    else:
+        spec = request_constraint(body, server, compiler.tokenizer)
     if spec is not None:
         p.constraint_spec = spec
         p.constraint = await asyncio.to_thread(compiler.compile, spec)

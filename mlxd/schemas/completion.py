@@ -98,11 +98,11 @@ def refuse_not_yet(body: Mapping[str, Any]) -> None:
         if value is None or value == inert:
             continue
         raise FieldError(f"Field '{name}' is not supported yet: {reason}; omit it or send {json.dumps(inert)}")
-    # A continuation spec (an object) is not supported; true/false choose whether a final assistant message is
-    # continued (mlxd.api.chat), and are inert outside the chat routes, as upstream.
-    if body.get("continue_final_message") is not None and not isinstance(body["continue_final_message"], bool):
-        raise FieldError("Field 'continue_final_message': only true or false are supported; a continuation "
-                         "spec is not")
+    # A continuation spec (an object) is not supported; true, "content" or "reasoning_content" continue a final
+    # assistant message (mlxd.engine.chat.prompt), and are inert outside the chat routes, as upstream.
+    if body.get("continue_final_message") is not None and not isinstance(body["continue_final_message"], (bool, str)):
+        raise FieldError("Field 'continue_final_message': only true, false, \"content\" or \"reasoning_content\" "
+                         "are supported; a continuation spec is not")
 
 
 def _read_lora(body: Mapping[str, Any]) -> tuple[LoraEntry, ...] | None:

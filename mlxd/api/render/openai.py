@@ -136,7 +136,9 @@ def delta_json(diff: MessageDiff) -> dict[str, Any]:
         if diff.tool_name:
             call["id"] = diff.tool_id
             call["type"] = "function"
-            call["function"] = {"name": diff.tool_name, "arguments": diff.tool_arguments}
+            call["function"] = {"name": diff.tool_name}
+            if diff.tool_arguments:  # llama-server leaves out an empty arguments piece
+                call["function"]["arguments"] = diff.tool_arguments
         else:
             call["function"] = {"arguments": diff.tool_arguments}
         return {"tool_calls": [call]}

@@ -76,8 +76,9 @@ class _WatchedArguments(dict[str, Any]):
         return _WatchedArguments(dict(self), self._seen)
 
 
-def _call(name: str, arguments: Any) -> dict[str, Any]:
-    return {"id": f"call_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
+def _call(name: str, arguments: Any, number: int = 1) -> dict[str, Any]:
+    # Nine letters and digits, as llama-server's probe: Mistral's templates refuse any other id.
+    return {"id": f"call{number:05d}", "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def detect_caps(render: Render) -> TemplateCaps:
@@ -105,7 +106,7 @@ def detect_caps(render: Render) -> TemplateCaps:
     watched = _WatchedArguments({f"{_MARK}_arg": "value"}, seen)
     single = _try(render, conversation(_call(f"{_MARK}_first", watched)), [tool])
     parallel = _try(render, conversation(_call(f"{_MARK}_first", {"arg": "value"}),
-                                         _call(f"{_MARK}_second", {"arg": "value"})), [tool])
+                                         _call(f"{_MARK}_second", {"arg": "value"}, 2)), [tool])
     reasoning = _try(render, [user, {"role": "assistant", "content": "Answer",
                                      "reasoning_content": f"{_MARK}_reasoning"}, user])
     low = _try(render, [user], None, {"reasoning_effort": "low"})

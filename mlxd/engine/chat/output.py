@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.engine.chat.prompt import ChatPrompt
-from mlxd.engine.chat.reasoning import ReasoningFormat, ReasoningStream, split_reasoning
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags, split_reasoning
 from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
 from mlxd.engine.chat.tools import (
     ToolCall,
@@ -15,8 +15,11 @@ from mlxd.engine.chat.tools import (
     ToolCallFormat,
     ToolCallStream,
     extract_tool_calls,
+    format_named,
     new_tool_call_id,
 )
+from mlxd.engine.chat.formats import Tools
+from mlxd.engine.chat.harmony import HarmonyStream
 
 
 @dataclass(frozen=True)
@@ -55,16 +58,27 @@ def parse_chat_output(
     starts_in_reasoning: bool = False,
     parse_tool_calls: bool = False,
     tool_call_format: ToolCallFormat = "hermes",
+    tools: Tools = (),
+    reasoning_tags: Tags = THINK_TAGS,
     id_factory: Callable[[], str] = new_tool_call_id,
 ) -> ChatMessage:
-    """Parse a whole generated answer."""
+    """Parse a whole generated answer (``tools``: the request's, which some formats read for argument types)."""
+    if tool_call_format == "gpt-oss" and reasoning_format != "none":
+        harmony = HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
+        r1, c1, d1 = harmony.feed(text)
+        r2, c2, d2 = harmony.finish()
+        return ChatMessage(content=c1 + c2, reasoning_content=r1 + r2, tool_calls=tuple(
+            ToolCall(id=d.id, name=d.name, arguments_json=d.arguments) for d in d1 + d2))
     reasoning, content = split_reasoning(
-        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning
+        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning, tags=reasoning_tags
     )
     calls: list[ToolCall] = []
     if parse_tool_calls:
-        extract = extract_llama_tool_calls if tool_call_format == "llama3" else extract_tool_calls
-        content, calls = extract(content, id_factory=id_factory)
+        if tool_call_format == "llama3":
+            content, calls = extract_llama_tool_calls(content, id_factory=id_factory)
+        else:
+            content, calls = extract_tool_calls(content, fmt=format_named(tool_call_format), tools=tools,
+                                                id_factory=id_factory)
     return ChatMessage(content=content, reasoning_content=reasoning, tool_calls=tuple(calls))
 
 
@@ -78,13 +92,22 @@ class ChatOutputStream:
         starts_in_reasoning: bool = False,
         parse_tool_calls: bool = False,
         tool_call_format: ToolCallFormat = "hermes",
+        tools: Tools = (),
+        reasoning_tags: Tags = THINK_TAGS,
         id_factory: Callable[[], str] = new_tool_call_id,
     ) -> None:
-        self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning)
+        self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning,
+                                          tags=reasoning_tags)
+        # gpt-oss's channels carry reasoning, content and calls at once: one reader for all three.
+        self._harmony = (HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
+                         if tool_call_format == "gpt-oss" and reasoning_format != "none" else None)
         self._tools: ToolCallStream | LlamaToolCallStream | None = None
-        if parse_tool_calls:
-            stream = LlamaToolCallStream if tool_call_format == "llama3" else ToolCallStream
-            self._tools = stream(id_factory=id_factory)
+        if self._harmony is not None:
+            pass
+        elif parse_tool_calls and tool_call_format == "llama3":
+            self._tools = LlamaToolCallStream(id_factory=id_factory)
+        elif parse_tool_calls:
+            self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory)
         self._content: list[str] = []
         self._reasoning_text: list[str] = []
         self._calls: list[ToolCall] = []
@@ -97,21 +120,42 @@ class ChatOutputStream:
             starts_in_reasoning=prompt.starts_in_reasoning,
             parse_tool_calls=prompt.parse_tool_calls,
             tool_call_format=prompt.tool_call_format,
+            tools=prompt.tools,
+            reasoning_tags=prompt.reasoning_tags,
             id_factory=id_factory,
         )
 
     @property
     def in_reasoning(self) -> bool:
         """Whether the text so far ends inside a reasoning block (what ``--reasoning-budget`` counts)."""
+        if self._harmony is not None:
+            return self._harmony.in_reasoning
         return self._reasoning.in_reasoning
 
     def feed(self, text: str) -> list[ChatDelta]:
         """Consume one delta of generated text."""
+        if self._harmony is not None:
+            return self._harmony_deltas(*self._harmony.feed(text))
         return self._deltas(*self._reasoning.feed(text), final=False)
 
     def finish(self) -> list[ChatDelta]:
         """The end of generation: release everything held back."""
+        if self._harmony is not None:
+            return self._harmony_deltas(*self._harmony.finish())
         return self._deltas(*self._reasoning.finish(), final=True)
+
+    def _harmony_deltas(self, reasoning: str, content: str, calls: list[ToolCallDelta]) -> list[ChatDelta]:
+        out: list[ChatDelta] = []
+        if reasoning:
+            self._reasoning_text.append(reasoning)
+            out.append(ChatDelta(reasoning_content=reasoning))
+        if content:
+            self._content.append(content)
+            out.append(ChatDelta(content=content))
+        for call in calls:
+            self._calls.append(ToolCall(id=call.id, name=call.name, arguments_json=call.arguments))
+            out.append(ChatDelta(tool_calls=(call,)))
+        return out
 
     def message(self) -> ChatMessage:
         """Everything emitted so far, as one message (complete once :meth:`finish` was called)."""

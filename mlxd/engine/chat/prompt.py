@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,14 +11,14 @@ from typing import Any, Literal, get_args
 
 from mlxd.engine.chat.errors import ChatRequestError
 from mlxd.engine.chat.messages import content_parts_text, template_messages, template_tools
-from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, check_reasoning_format
+from mlxd.engine.chat.formats import detect_tool_format
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, Tags, check_reasoning_format
 from mlxd.engine.chat.templates import ChatTemplate
+from mlxd.engine.chat.workarounds import reshape
 from mlxd.engine.chat.tools import ToolCallFormat, tool_call_format
 
 ReasoningMode = Literal["on", "off", "auto"]
 ToolChoice = Literal["auto", "none", "required"]
-
-_THINK_TAG = re.compile(re.escape(THINK_OPEN) + "|" + re.escape(THINK_CLOSE))
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class ChatPrompt:
     parse_tool_calls: bool
     prefilled: bool  # the last assistant message was continued rather than closed
     tool_call_format: ToolCallFormat = "hermes"
+    tools: tuple[dict[str, Any], ...] = ()  # the request's tools, which some formats read for argument types
+    reasoning_tags: Tags = THINK_TAGS  # how this family opens and closes its reasoning
 
 
 def parse_tool_choice(value: Any) -> ToolChoice:
@@ -68,11 +71,12 @@ def _enable_thinking(template: ChatTemplate, options: ChatOptions, kwargs: Mappi
     return enabled
 
 
-def _inside_reasoning(generation_prompt_end: str, prefill: str) -> bool:
-    """Whether text generated after this prompt starts inside a ``<think>`` block."""
-    inside = generation_prompt_end.rstrip().endswith(THINK_OPEN)
-    for tag in _THINK_TAG.finditer(prefill):
-        inside = tag.group() == THINK_OPEN
+def _inside_reasoning(generation_prompt_end: str, prefill: str, tags: Tags) -> bool:
+    """Whether text generated after this prompt starts inside a reasoning block (``<think>`` or the family's)."""
+    think_open, think_close = tags
+    inside = generation_prompt_end.rstrip().endswith(think_open)
+    for tag in re.finditer(re.escape(think_open) + "|" + re.escape(think_close), prefill):
+        inside = tag.group() == think_open
     return inside
 
 
@@ -89,6 +93,29 @@ def _check_builtin_request(template: ChatTemplate, tools: list[dict[str, Any]], 
         raise ChatRequestError(f"tool_choice param requires {where}")
 
 
+Continuation = Literal["auto", "content", "reasoning"]
+
+
+def _continuation(value: Any) -> Continuation | None:
+    """``continue_final_message`` as llama-server reads it: true, "content" or "reasoning_content"; else none."""
+    if value is True:
+        return "auto"
+    return {"content": "content", "reasoning_content": "reasoning"}.get(value) if isinstance(value, str) else None
+
+
+def _continued_text(message: Any, continuation: Continuation, tags: Tags | None) -> tuple[str, Continuation]:
+    """The text that continues ``message``, and what it continues (its content or its reasoning)."""
+    # Parts are joined as llama-server joins a continued message's parts, by a blank line.
+    content = content_parts_text(message.get("content"), "\n\n")
+    reasoning = message.get("reasoning_content") if isinstance(message.get("reasoning_content"), str) else ""
+    if continuation == "auto":
+        continuation = "reasoning" if reasoning and not content else "content"
+    if tags is None:
+        return (content if continuation == "content" else ""), continuation
+    text = tags[0] + reasoning
+    return (text + tags[1] + content if continuation == "content" else text), continuation
+
+
 def apply_chat_template(
     template: ChatTemplate,
     messages: Any,
@@ -99,13 +126,17 @@ def apply_chat_template(
     add_generation_prompt: bool = True,
     chat_template_kwargs: Mapping[str, Any] | None = None,
     reasoning_format: str | None = None,
+    continue_final_message: Any = None,
     now: datetime | None = None,
 ) -> ChatPrompt:
     """Render an OpenAI-shaped chat request into a prompt.
 
     Request ``chat_template_kwargs`` override ``--chat-template-kwargs`` key by key; a boolean ``enable_thinking``
-    among them overrides ``--reasoning``. With ``--prefill-assistant`` (the default) a final assistant message is
-    continued: the turn is opened by the template and that message's text is appended unclosed.
+    among them overrides ``--reasoning``. A final assistant message is continued (the turn opened by the template
+    and the message's text appended unclosed) when ``continue_final_message`` asks for it (true, or "content" /
+    "reasoning_content", vLLM's spelling; ``add_generation_prompt`` must then be false), or by ``--prefill-assistant``
+    (the default) whenever the conversation ends with one. A template with reasoning gets the message's reasoning
+    in its tags first, closed unless the reasoning itself is what continues.
     """
     fmt = check_reasoning_format(reasoning_format) if reasoning_format is not None else options.reasoning_format
     choice = parse_tool_choice(tool_choice)
@@ -119,19 +150,28 @@ def apply_chat_template(
     kwargs = {**options.chat_template_kwargs, **(chat_template_kwargs or {})}
     enable_thinking = _enable_thinking(template, options, kwargs)
 
-    prefill = ""
-    prefilled = options.prefill_assistant and bool(chat) and messages[-1]["role"] == "assistant"
-    if prefilled:
+    family = detect_tool_format(template.source)
+    tags = family.think if family is not None else THINK_TAGS
+    continuation = _continuation(continue_final_message)
+    if continuation is None and options.prefill_assistant and chat and messages[-1]["role"] == "assistant":
         if len(messages) > 1 and messages[-2]["role"] == "assistant":
             raise ChatRequestError("Cannot have 2 or more assistant messages at the end of the list.")
-        fmt = "none"
-        if enable_thinking and template.supports_thinking:
-            raise ChatRequestError("Assistant response prefill is incompatible with enable_thinking.")
+        continuation, add_generation_prompt = "auto", False
+    if continuation is not None and add_generation_prompt:
+        raise ChatRequestError("Cannot set both add_generation_prompt and continue_final_message to true.")
+    prefill = ""
+    prefilled = continuation is not None and bool(chat)
+    if prefilled:
+        markup = template.reasoning_markup(tags) if template.supports_thinking else None
+        prefill, continuation = _continued_text(messages[-1], continuation, markup)
+        if continuation == "content":
+            fmt = "none"
+        # The turn is opened by the template (its generation prompt) and the message's text follows, unclosed.
         add_generation_prompt = True
-        # Parts are concatenated as they are, not joined by newlines: the model continues this exact text.
-        prefill = content_parts_text(messages[-1].get("content"), "")
         chat = template_messages(messages[:-1], caps=template.caps, map_developer_to_system=developer_is_system)
 
+    if template.builtin is None:
+        chat = reshape(template.source, chat)
     context = {"enable_thinking": enable_thinking, **kwargs}
     prompt = template.render(chat, tools=tool_list, add_generation_prompt=add_generation_prompt, context=context,
                              now=now)
@@ -140,13 +180,23 @@ def apply_chat_template(
     if options.tokenizer_adds_eos and template.eos_token and prompt.endswith(template.eos_token):
         prompt = prompt[: -len(template.eos_token)]
 
+    if prefilled and template.supports_thinking:
+        # The continuation writes its own reasoning opening: a generation prompt that already has one (DeepSeek R1,
+        # or Qwen3's closed block with thinking off) is cut there, as llama-server cuts it.
+        bare = template.render(chat, tools=tool_list, add_generation_prompt=False, context=context, now=now)
+        common = len(os.path.commonprefix([bare, prompt]))
+        opening = prompt.find(tags[0], common)
+        if opening >= 0:
+            prompt = prompt[:opening]
     skip = options.skip_chat_parsing
     return ChatPrompt(
         prompt=prompt + prefill,
         reasoning_format="none" if skip else fmt,
         enable_thinking=enable_thinking,
-        starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill),
+        starts_in_reasoning=add_generation_prompt and _inside_reasoning(prompt, prefill, tags),
         parse_tool_calls=not skip and bool(tool_list) and choice != "none",
         prefilled=prefilled,
         tool_call_format=tool_call_format(template.source),
+        tools=tuple(tool_list),
+        reasoning_tags=tags,
     )

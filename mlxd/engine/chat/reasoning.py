@@ -39,10 +39,16 @@ def _extracts(fmt: ReasoningFormat) -> bool:
     return fmt in ("deepseek", "auto")
 
 
+Tags = tuple[str, str]  # a family's reasoning block: <think>...</think>, <seed:think>..., <|START_THINKING|>...
+THINK_TAGS: Tags = (THINK_OPEN, THINK_CLOSE)
+
+
 def split_reasoning(
-    text: str, *, reasoning_format: ReasoningFormat = "deepseek", starts_in_reasoning: bool = False
+    text: str, *, reasoning_format: ReasoningFormat = "deepseek", starts_in_reasoning: bool = False,
+    tags: Tags = THINK_TAGS,
 ) -> tuple[str, str]:
     """``(reasoning_content, content)`` of a whole generated text."""
+    think_open, think_close = tags
     if reasoning_format == "none":
         return "", text
     body: str | None = None
@@ -50,19 +56,19 @@ def split_reasoning(
         body = text
     else:
         opening = text.lstrip(WHITESPACE)
-        if opening.startswith(THINK_OPEN):
-            body = opening[len(THINK_OPEN):]
+        if opening.startswith(think_open):
+            body = opening[len(think_open):]
     if body is None:
         return "", text
-    end = body.find(THINK_CLOSE)
+    end = body.find(think_close)
     if end < 0:
         reasoning, content = body, ""
     else:
-        reasoning, content = body[:end], body[end + len(THINK_CLOSE):].lstrip(WHITESPACE)
+        reasoning, content = body[:end], body[end + len(think_close):].lstrip(WHITESPACE)
     reasoning = reasoning.strip(WHITESPACE)
     if _extracts(reasoning_format):
         return reasoning, content
-    return reasoning, (THINK_OPEN + text if starts_in_reasoning else text)
+    return reasoning, (think_open + text if starts_in_reasoning else text)
 
 
 def partial_tag_suffix(text: str, tag: str) -> int:
@@ -84,12 +90,14 @@ class ReasoningStream:
     # whitespace after </think>, and plain content from then on.
     _START, _REASONING, _AFTER, _CONTENT = range(4)
 
-    def __init__(self, reasoning_format: ReasoningFormat = "deepseek", *, starts_in_reasoning: bool = False) -> None:
+    def __init__(self, reasoning_format: ReasoningFormat = "deepseek", *, starts_in_reasoning: bool = False,
+                 tags: Tags = THINK_TAGS) -> None:
         self.reasoning_format = reasoning_format
+        self._open, self._close = tags
         self._state = self._REASONING if starts_in_reasoning else self._START
         self._held = ""  # text whose role is not decided yet
         self._started = False  # a non-whitespace reasoning character has been emitted
-        self._raw_prefix = THINK_OPEN if starts_in_reasoning else ""
+        self._raw_prefix = self._open if starts_in_reasoning else ""
 
     @property
     def in_reasoning(self) -> bool:
@@ -122,24 +130,24 @@ class ReasoningStream:
         while True:
             if self._state == self._START:
                 opening = text.lstrip(WHITESPACE)
-                if opening.startswith(THINK_OPEN):
-                    self._state, text = self._REASONING, opening[len(THINK_OPEN):]
+                if opening.startswith(self._open):
+                    self._state, text = self._REASONING, opening[len(self._open):]
                     continue
-                if not final and THINK_OPEN.startswith(opening):
+                if not final and self._open.startswith(opening):
                     self._held = text  # only whitespace and maybe the start of <think> so far
                     break
                 self._state = self._CONTENT
                 continue
             if self._state == self._REASONING:
-                end = text.find(THINK_CLOSE)
+                end = text.find(self._close)
                 if end >= 0:
                     reasoning.append(self._reasoning_piece(text[:end].rstrip(WHITESPACE)))
-                    self._state, text = self._AFTER, text[end + len(THINK_CLOSE):]
+                    self._state, text = self._AFTER, text[end + len(self._close):]
                     continue
                 if final:
                     reasoning.append(self._reasoning_piece(text.rstrip(WHITESPACE)))
                     break
-                cut = len(text) - partial_tag_suffix(text, THINK_CLOSE)
+                cut = len(text) - partial_tag_suffix(text, self._close)
                 shown = text[:cut].rstrip(WHITESPACE)
                 self._held = text[len(shown):]
                 reasoning.append(self._reasoning_piece(shown))

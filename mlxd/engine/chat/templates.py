@@ -123,6 +123,9 @@ def _environment() -> SandboxedEnvironment:
         undefined=_LenientUndefined,
     )
     env.filters["tojson"] = _tojson
+    # llama-server's runtime has no markup strings: `"..."|safe + text` is plain concatenation there, where
+    # jinja2's Markup would HTML-escape the text (Functionary v3.1 writes its tool list this way).
+    env.filters["safe"] = lambda value: value if isinstance(value, str) else str(value)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env
@@ -187,6 +190,7 @@ class ChatTemplate:
         self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
         self._supports_thinking: bool | None = False if self.builtin else None
         self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
+        self._markup: tuple[tuple[str, str], tuple[str, str]] | None = None
 
     @property
     def has_tool_use_variant(self) -> bool:
@@ -254,18 +258,45 @@ class ChatTemplate:
     def supports_thinking(self) -> bool:
         """Whether the template reacts to ``enable_thinking`` or speaks ``<think>`` (``--reasoning auto``)."""
         if self._supports_thinking is None:
-            self._supports_thinking = THINK_OPEN in self.source or self._renders_differently_with_thinking()
+            self._supports_thinking = (THINK_OPEN in self.source or "<|channel|>" in self.source
+                                       or self._renders_differently_with_thinking())
         return self._supports_thinking
 
+    def reasoning_markup(self, tags: tuple[str, str]) -> tuple[str, str]:
+        """How this template writes an earlier turn's reasoning around its text: its opening and closing tags with
+        the whitespace it puts beside them (Qwen3: ``"<think>\\n"`` and ``"\\n</think>\\n\\n"``), which a continued
+        message is written with; the bare tags when the template does not show reasoning."""
+        if self._markup is None or self._markup[0] != tags:
+            found = tags
+            reasoning, content = "mlxd_reasoning_probe", "mlxd_content_probe"
+            probe = [{"role": "user", "content": "q"},
+                     {"role": "assistant", "content": content, "reasoning_content": reasoning}]
+            try:
+                text = self.render(probe, add_generation_prompt=False, now=datetime(2000, 1, 1))
+            except ChatTemplateError:
+                text = ""
+            at, end = text.find(reasoning), text.find(content)
+            opening = text.rfind(tags[0], 0, at) if at >= 0 else -1
+            if opening >= 0 and end > at and tags[1] in text[at:end]:
+                found = (text[opening:at], text[at + len(reasoning):end])
+            self._markup = (tags, found)
+        return self._markup[1]
+
     def _renders_differently_with_thinking(self) -> bool:
-        probe = [{"role": "user", "content": "test"}]
+        """Whether ``enable_thinking`` changes the assistant's turn (what follows the user's message): a template
+        that only words its system preamble differently (Apertus' "Deliberation") has no reasoning block for
+        llama-server, which looks for one where the answer starts."""
+        marker = "mlxd_thinking_probe"
+        probe = [{"role": "user", "content": marker}]
         fixed = datetime(2000, 1, 1)
         try:
             on = self.render(probe, context={"enable_thinking": True}, now=fixed)
             off = self.render(probe, context={"enable_thinking": False}, now=fixed)
         except ChatTemplateError:
             return False
-        return on != off
+        if marker not in on or marker not in off:
+            return on != off
+        return on[on.rindex(marker):] != off[off.rindex(marker):]
 
 
 def _text(content: Any) -> str:

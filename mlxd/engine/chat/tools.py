@@ -1,11 +1,13 @@
-"""Tool calls in a model's answer: the Hermes / Qwen form, whole or as it streams.
+"""Tool calls in a model's answer, in its family's format (engine.chat.formats), whole or as it streams.
 
-A call is ``<tool_call>{"name": "...", "arguments": {...}}</tool_call>``. Text outside calls is content;
-whitespace that only separates content from a call belongs to the call's markup and is dropped. A block whose body
-is not a JSON object naming a function, or that is never closed, is not a call: it stays in the content verbatim.
+A call region runs from the format's opening marker to its closing one (Hermes: ``<tool_call>...</tool_call>``).
+Text outside regions is content; whitespace that only separates content from a call belongs to the call's markup
+and is dropped. A region that is not well-formed calls, or that is never closed, is not a call: it stays in the
+content verbatim.
 
-The streaming parser holds a call back until its closing tag, so it never announces a call it must retract; the
-content it emits, and the calls, equal the whole-text parse for any cut of the text into deltas.
+The streaming parser holds a region back until it closes, so it never announces a call it must retract, and each
+call is announced whole (its id, name and complete arguments in one delta, which OpenAI clients accumulate as they
+do pieces); the content it emits, and the calls, equal the whole-text parse for any cut of the text into deltas.
 """
 
 from __future__ import annotations
@@ -15,23 +17,29 @@ import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools, detect_tool_format
 from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
 
-ToolCallFormat = Literal["hermes", "llama3"]
+# A format's name in engine.chat.formats, or "llama3" (Llama 3.x's bare JSON answers, engine.chat.llama_tools).
+ToolCallFormat = str
 
-TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
+TOOL_CALL_OPEN = HERMES.start
+TOOL_CALL_CLOSE = HERMES.end
 
 _ID_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
 
 
 def tool_call_format(template_source: str) -> ToolCallFormat:
-    """How a model served with this template writes tool calls: Llama 3.x's bare JSON, else Hermes tags."""
-    llama = "<|start_header_id|>" in template_source and (
-        "<|python_tag|>" in template_source or '"parameters"' in template_source)
-    return "llama3" if llama and TOOL_CALL_OPEN not in template_source else "hermes"
+    """How a model served with this template writes tool calls, as llama-server detects it from the template."""
+    fmt = detect_tool_format(template_source)
+    return "llama3" if fmt is None else fmt.name
+
+
+def format_named(name: ToolCallFormat) -> ToolFormat:
+    """The format of a name :func:`tool_call_format` gave (not "llama3", which has its own parser)."""
+    return FORMATS[name]
 
 
 def new_tool_call_id() -> str:
@@ -71,56 +79,33 @@ class ToolCallDelta:
         }
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _region_end(text: str, fmt: ToolFormat, searched: int, final: bool) -> tuple[int, int] | None:
+    """``(body_end, region_end)`` of the region that opens ``text``, or None while it is still open.
 
-
-def parse_call_body(body: str) -> tuple[str, str] | None:
-    """``(name, arguments_json)`` of a call's body, or None when it is not a well-formed call."""
-    try:
-        obj = json.loads(body, parse_constant=_reject_constant)
-    except ValueError:  # JSONDecodeError is a ValueError, and so is a NaN
-        return None
-    if not isinstance(obj, dict):
-        return None
-    name = obj.get("name")
-    if not isinstance(name, str) or not name:
-        return None
-    arguments = obj["arguments"] if "arguments" in obj else obj.get("parameters", {})
-    if isinstance(arguments, str):
-        return name, arguments  # the model wrote the arguments already encoded
-    return name, json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    ``searched`` is how much of ``text`` is known to hold no closing marker: a long region arrives in many deltas,
+    and only where a marker can newly be is searched.
+    """
+    marker = fmt.end or fmt.start
+    body = max(len(fmt.start), searched - len(marker) + 1)
+    if fmt.end:
+        end = text.find(fmt.end, body)
+        return None if end < 0 else (end, end + len(fmt.end))
+    # No closing marker: the region runs to the next opening marker, or to the end of the answer.
+    following = text.find(fmt.start, body)
+    if following >= 0:
+        return following, following
+    return (len(text), len(text)) if final else None
 
 
 def extract_tool_calls(
-    text: str, *, id_factory: Callable[[], str] = new_tool_call_id
+    text: str, *, fmt: ToolFormat = HERMES, tools: Tools = (), id_factory: Callable[[], str] = new_tool_call_id
 ) -> tuple[str, list[ToolCall]]:
     """Split a whole answer into its content and its tool calls."""
-    content: list[str] = []
-    calls: list[ToolCall] = []
-    pos = 0
-    after_call = False
-    while True:
-        start = text.find(TOOL_CALL_OPEN, pos)
-        end = text.find(TOOL_CALL_CLOSE, start + len(TOOL_CALL_OPEN)) if start >= 0 else -1
-        if end < 0:
-            tail = text[pos:]
-            content.append(tail.lstrip(WHITESPACE) if after_call else tail)
-            break
-        before = text[pos:start]
-        if after_call:
-            before = before.lstrip(WHITESPACE)
-        parsed = parse_call_body(text[start + len(TOOL_CALL_OPEN):end])
-        block_end = end + len(TOOL_CALL_CLOSE)
-        if parsed is None:
-            content.append(before + text[start:block_end])
-            after_call = False
-        else:
-            content.append(before.rstrip(WHITESPACE))
-            calls.append(ToolCall(id=id_factory(), name=parsed[0], arguments_json=parsed[1]))
-            after_call = True
-        pos = block_end
-    return "".join(content), calls
+    stream = ToolCallStream(fmt=fmt, tools=tools, id_factory=id_factory)
+    content, deltas = stream.feed(text)
+    more, more_deltas = stream.finish()
+    calls = [ToolCall(id=d.id, name=d.name, arguments_json=d.arguments) for d in deltas + more_deltas]
+    return content + more, calls
 
 
 class ToolCallStream:
@@ -128,17 +113,20 @@ class ToolCallStream:
 
     _TEXT, _BLOCK, _AFTER_CALL = range(3)
 
-    def __init__(self, *, id_factory: Callable[[], str] = new_tool_call_id) -> None:
+    def __init__(self, *, fmt: ToolFormat = HERMES, tools: Tools = (),
+                 id_factory: Callable[[], str] = new_tool_call_id) -> None:
+        self._fmt = fmt
+        self._tools = tools
         self._id_factory = id_factory
         self._state = self._TEXT
-        self._held = ""  # undecided text: trailing whitespace, a partial tag, or an open block
-        self._gap = ""  # whitespace before an open block, dropped if the block turns out to be a call
+        self._held = ""  # undecided text: trailing whitespace, a partial marker, or an open region
+        self._gap = ""  # whitespace before an open region, dropped if the region turns out to be calls
         self._count = 0
-        self._searched = 0  # how much of a held block is known to hold no closing tag
+        self._searched = 0  # how much of a held region is known to hold no closing marker
 
     @property
     def in_tool_call(self) -> bool:
-        """Whether a ``<tool_call>`` block is open (its text is being held back)."""
+        """Whether a call region is open (its text is being held back)."""
         return self._state == self._BLOCK
 
     def feed(self, delta: str) -> tuple[str, list[ToolCallDelta]]:
@@ -146,10 +134,12 @@ class ToolCallStream:
         return self._advance(delta, final=False)
 
     def finish(self) -> tuple[str, list[ToolCallDelta]]:
-        """The end of the answer: an unclosed block is content after all."""
+        """The end of the answer: an unclosed region is content after all (or calls, for a format without a
+        closing marker)."""
         return self._advance("", final=True)
 
     def _advance(self, delta: str, *, final: bool) -> tuple[str, list[ToolCallDelta]]:
+        fmt = self._fmt
         text = self._held + delta
         self._held = ""
         content: list[str] = []
@@ -161,7 +151,7 @@ class ToolCallStream:
                     break
                 self._state = self._TEXT
             if self._state == self._TEXT:
-                start = text.find(TOOL_CALL_OPEN)
+                start = text.find(fmt.start)
                 if start >= 0:
                     before = text[:start]
                     shown = before.rstrip(WHITESPACE)
@@ -172,14 +162,13 @@ class ToolCallStream:
                 if final:
                     content.append(text)
                     break
-                cut = len(text) - partial_tag_suffix(text, TOOL_CALL_OPEN)
+                cut = len(text) - partial_tag_suffix(text, fmt.start)
                 shown = text[:cut].rstrip(WHITESPACE)
                 content.append(shown)
                 self._held = text[len(shown):]
                 break
-            # A long block arrives in many deltas: search only where a closing tag can newly be.
-            end = text.find(TOOL_CALL_CLOSE, max(len(TOOL_CALL_OPEN), self._searched - len(TOOL_CALL_CLOSE) + 1))
-            if end < 0:
+            ends = _region_end(text, fmt, self._searched, final)
+            if ends is None:
                 if final:
                     content.append(self._gap + text)
                     self._gap = ""
@@ -187,16 +176,20 @@ class ToolCallStream:
                     self._held = text
                     self._searched = len(text)
                 break
-            block_end = end + len(TOOL_CALL_CLOSE)
-            parsed = parse_call_body(text[len(TOOL_CALL_OPEN):end])
+            body_end, region_end = ends
+            body = text[len(fmt.start):body_end]
+            if not fmt.end:
+                body = body.rstrip(WHITESPACE)
+            parsed = fmt.calls(body, self._tools)
             if parsed is None:
-                content.append(self._gap + text[:block_end])
+                content.append(self._gap + text[:region_end])
                 self._state = self._TEXT
             else:
-                calls.append(ToolCallDelta(self._count, self._id_factory(), parsed[0], parsed[1]))
-                self._count += 1
+                for name, arguments in parsed:
+                    calls.append(ToolCallDelta(self._count, self._id_factory(), name, arguments))
+                    self._count += 1
                 self._state = self._AFTER_CALL
             self._gap = ""
             self._searched = 0
-            text = text[block_end:]
+            text = text[region_end:]
         return "".join(content), calls

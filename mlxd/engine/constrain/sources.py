@@ -204,8 +204,11 @@ def chat_constraint(
     body: Mapping[str, Any],
     server: ServerConstraint | None = None,
     tokenizer: ConstraintTokenizer | None = None,
+    tool_call_format: str = "hermes",
+    reasoning_close: str | None = None,
 ) -> ConstraintSpec | None:
-    """The constraint of an OpenAI-style chat body: ``response_format`` (or ``json_schema``), ``grammar``, tools.
+    """The constraint of an OpenAI-style chat body: ``response_format`` (or ``json_schema``), ``grammar``, tools
+    (in the model's ``tool_call_format``).
 
     ``response_format`` replaces a ``json_schema`` field; a schema and a grammar together are refused; a schema
     takes precedence over tool-call forcing. Otherwise the tools' grammar (forced for ``"required"`` or a named
@@ -225,6 +228,8 @@ def chat_constraint(
         body.get("tool_choice", "auto"),
         parallel_tool_calls=parallel,
         tokenizer=tokenizer,
+        tool_call_format=tool_call_format,
+        reasoning_close=reasoning_close,
     )
     if forced is not None and isinstance(body.get("grammar"), str) and body["grammar"]:
         raise InvalidRequest("Cannot use custom grammar constraints with tools.")

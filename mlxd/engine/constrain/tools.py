@@ -1,8 +1,9 @@
-"""Tool-call forcing: a grammar for the model's ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` format.
+"""Tool-call forcing: a grammar for the model's own tool-call format (engine.chat.tool_grammar; Hermes'
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` unless the template says otherwise).
 
 With ``tool_choice: "required"`` (or a named function) the answer must be a call, so the grammar applies from
-the first token; with ``"auto"`` it is lazy and wakes at ``<tool_call>``, so that a call the model starts on its
-own always parses. Arguments are constrained by each function's ``parameters`` schema.
+the first token; with ``"auto"`` it is lazy and wakes at the format's opening marker, so that a call the model
+starts on its own always parses. Arguments are constrained by each function's ``parameters`` schema.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mlxd.engine.chat.formats import FORMATS
+from mlxd.engine.chat.tool_grammar import call_grammar, separator
 from mlxd.engine.constrain.compile import JSON_OPTIONS
 from mlxd.engine.constrain.errors import ConstraintError
 from mlxd.engine.constrain.spec import ConstraintSpec, Trigger, TriggerType
 from mlxd.engine.constrain.tokenizer import ConstraintTokenizer
 
-OPEN, CLOSE = "<tool_call>", "</tool_call>"
 
 
 def _function(tool: Any) -> Mapping[str, Any]:
@@ -24,18 +26,6 @@ def _function(tool: Any) -> Mapping[str, Any]:
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
         raise ConstraintError('tools: each tool must be {"type": "function", "function": {"name": ..., ...}}')
     return function
-
-
-def _call_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    parameters = function.get("parameters")
-    if not isinstance(parameters, Mapping) or not parameters:
-        parameters = {"type": "object"}
-    return {
-        "type": "object",
-        "properties": {"name": {"const": function["name"]}, "arguments": parameters},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
 
 
 def _named(tool_choice: Any) -> str | None:
@@ -55,16 +45,27 @@ def _marker(text: str, tokenizer: ConstraintTokenizer | None) -> str:
     return json.dumps(text)
 
 
+def _start_marker(fmt: str) -> str:
+    if fmt == "llama3":
+        return '{"'
+    return FORMATS[fmt].start
+
+
 def tool_call_constraint(
     tools: Sequence[Any],
     tool_choice: Any,
     *,
     parallel_tool_calls: bool = False,
     tokenizer: ConstraintTokenizer | None = None,
+    tool_call_format: str = "hermes",
+    reasoning_close: str | None = None,
 ) -> ConstraintSpec | None:
     """The constraint for a chat request's tool calls, or None when tool calls are not wanted or free.
 
-    ``tool_choice`` is ``"required"``, ``"auto"``, ``"none"`` or ``{"type": "function", "function": {"name": N}}``.
+    ``tool_choice`` is ``"required"``, ``"auto"``, ``"none"`` or ``{"type": "function", "function": {"name": N}}``;
+    ``tool_call_format`` names the format the model writes calls in (engine.chat.tool_call_format).
+    ``reasoning_close`` is the tag that ends the reasoning block the prompt left open (DeepSeek R1, GLM 4.7 open
+    ``<think>`` in their generation prompt): a forced call first closes it, leaving the reasoning empty.
     """
     if not tools or tool_choice == "none":
         return None
@@ -76,21 +77,26 @@ def tool_call_constraint(
             raise ConstraintError(f"tool_choice names the function {name!r}, which is not among the tools")
     elif tool_choice not in ("required", "auto"):
         return None
-    schema: dict[str, Any] = {"anyOf": [_call_schema(f) for f in functions], "x-guidance": JSON_OPTIONS}
-    if len(functions) == 1:
-        schema = {**_call_schema(functions[0]), "x-guidance": JSON_OPTIONS}
-    open_, close = _marker(OPEN, tokenizer), _marker(CLOSE, tokenizer)
-    repeat = ' ("\\n" call)*' if parallel_tool_calls else ""
-    lark = (
-        "%llguidance {}\n"
-        f"start: call{repeat}\n"
-        f'call: {open_} "\\n" body "\\n" {close}\n'
-        f"body: %json {json.dumps(schema)}\n"
-    )
+
+    def marker(text: str) -> str:
+        return _marker(text, tokenizer)
+
+    def as_json(schema: Mapping[str, Any]) -> str:
+        return f"%json {json.dumps({**schema, 'x-guidance': JSON_OPTIONS})}"
+
+    try:
+        alternatives = [call_grammar(tool_call_format, f, marker, as_json) for f in functions]
+    except ValueError as exc:
+        raise ConstraintError(str(exc)) from exc
+    repeat = f" ({separator(tool_call_format)} call)*" if parallel_tool_calls else ""
     lazy = tool_choice == "auto" and name is None
-    triggers = (Trigger(TriggerType.WORD, OPEN),) if lazy else ()
+    opening = f'{marker(reasoning_close)} "\\n\\n" ' if reasoning_close and not lazy else ""
+    lark = ("%llguidance {}\n" + f"start: {opening}call{repeat}\n" + "call: " + "\n    | ".join(alternatives)
+            + "\n")
+    start = _start_marker(tool_call_format)
+    triggers = (Trigger(TriggerType.WORD, start),) if lazy else ()
     if lazy and tokenizer is not None:
-        token = tokenizer.single_token(OPEN)
+        token = tokenizer.single_token(start)
         if token is not None:
-            triggers = (Trigger(TriggerType.TOKEN, OPEN, token),)
-    return ConstraintSpec("lark", lark, origin="tools", lazy=lazy, triggers=triggers, preserved_tokens=(OPEN, CLOSE))
+            triggers = (Trigger(TriggerType.TOKEN, start, token),)
+    return ConstraintSpec("lark", lark, origin="tools", lazy=lazy, triggers=triggers, preserved_tokens=(start,))

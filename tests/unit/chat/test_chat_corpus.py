@@ -6,6 +6,7 @@ iterate the arguments (Qwen3-Coder, GLM 4.6+, Kimi K2, MiniMax, Nemotron 3, Seed
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -18,26 +19,12 @@ from mlxd.engine.chat import ChatTemplate, ChatTemplateError, apply_chat_templat
 CORPUS = Path(__file__).parents[2] / "fixtures" / "templates"
 NAMES = sorted(p.stem for p in CORPUS.glob("*.jinja"))
 WHEN = datetime(2025, 3, 1)
-TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Get the weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-# Nine letters and digits: Mistral's templates refuse any other id, as the models were trained on them.
-CALL_ID = "call00001"
-SHAPES: dict[str, dict[str, Any]] = {
-    "plain": {"messages": [{"role": "user", "content": "Hello there"}]},
-    "system": {"messages": [{"role": "system", "content": "You are terse."},
-                            {"role": "user", "content": "Hello there"}]},
-    "multi": {"messages": [{"role": "user", "content": "Hello there"},
-                           {"role": "assistant", "content": "Hi, how can I help?"},
-                           {"role": "user", "content": "Tell me a joke"}]},
-    "tool-offer": {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [TOOL]},
-    "tool-call": {"messages": [
-        {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": CALL_ID, "type": "function",
-             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
-        {"role": "tool", "tool_call_id": CALL_ID, "content": "Sunny, 21C"}], "tools": [TOOL]},
-}
+# The conversations, shared with the llama-server goldens; the first five are the shapes every template renders.
+CONVERSATIONS: dict[str, dict[str, Any]] = json.loads(
+    (CORPUS / "goldens" / "conversations.json").read_text(encoding="utf-8"))
+SHAPES = {name: CONVERSATIONS[name] for name in ("plain", "system", "multi", "tool-offer", "tool-call")}
+TOOL = SHAPES["tool-call"]["tools"][0]
+CALL_ID = "call00001"  # nine letters and digits: Mistral's templates refuse any other id
 # What must reach the prompt in each shape; a template that describes tools shows the offered one, and one that
 # takes tool calls shows the call's argument and the tool's result (Phi 3.5 or RWKV drop what they cannot place).
 EXPECTED = {"plain": ["Hello there"], "system": ["Hello there"], "multi": ["Hi, how can I help?", "Tell me a joke"],

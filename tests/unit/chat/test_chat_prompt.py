@@ -148,7 +148,8 @@ def test_prefill_continues_the_last_assistant_message() -> None:
     messages = HI + [{"role": "assistant", "content": [{"type": "text", "text": "The answer"},
                                                        {"type": "text", "text": " is"}]}]
     prompt = apply_chat_template(CHATML, messages)
-    assert prompt.prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is"
+    # Parts joined by a blank line, as llama-server joins a continued message's parts.
+    assert prompt.prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer\n\n is"
     assert prompt.prefilled and prompt.reasoning_format == "none"
 
 
@@ -165,13 +166,35 @@ def test_prefill_refuses_two_trailing_assistant_messages() -> None:
         apply_chat_template(CHATML, messages)
 
 
-def test_prefill_and_thinking_are_incompatible_unless_thinking_is_off() -> None:
+# What llama-server b10622's /apply-template answered for Qwen3-0.6B's template and these final assistant messages.
+QWEN3_CONTINUED = [
+    ({"content": "Sure"}, "<think>\n\n</think>\n\nSure"),
+    ({"content": "Sure", "reasoning_content": "Hmm"}, "<think>\nHmm\n</think>\n\nSure"),
+    ({"content": "", "reasoning_content": "Hmm"}, "<think>\nHmm"),
+    ({"content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]}, "<think>\n\n</think>\n\nWh\n\nill"),
+]
+
+
+@pytest.mark.parametrize(("last", "tail"), QWEN3_CONTINUED)
+def test_continued_message_with_reasoning_as_llama_server(last: dict, tail: str) -> None:
+    real = ChatTemplate((Path(__file__).parents[2] / "fixtures" / "templates" / "Qwen-Qwen3-0.6B.jinja")
+                        .read_text(encoding="utf-8"))
+    for options in (ChatOptions(), ChatOptions(reasoning="off")):
+        prompt = apply_chat_template(real, HI + [{"role": "assistant", **last}], options=options)
+        assert prompt.prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" + tail
+        assert prompt.starts_in_reasoning == tail.endswith("Hmm")
+
+
+def test_continue_final_message_and_its_exclusions() -> None:
     messages = HI + [{"role": "assistant", "content": "Sure"}]
-    with pytest.raises(ChatRequestError, match="incompatible with enable_thinking"):
-        apply_chat_template(QWEN3, messages)
-    prompt = apply_chat_template(QWEN3, messages, options=ChatOptions(reasoning="off"))
-    assert prompt.prompt.endswith(THINKING_OFF_TAIL + "Sure")
-    assert not prompt.starts_in_reasoning
+    closed = apply_chat_template(CHATML, messages, options=ChatOptions(prefill_assistant=False))
+    assert not closed.prefilled
+    for value in (True, "content"):
+        continued = apply_chat_template(CHATML, messages, options=ChatOptions(prefill_assistant=False),
+                                        continue_final_message=value, add_generation_prompt=False)
+        assert continued.prefilled and continued.prompt.endswith("<|im_start|>assistant\nSure")
+    with pytest.raises(ChatRequestError, match="Cannot set both add_generation_prompt and continue_final_message"):
+        apply_chat_template(CHATML, messages, continue_final_message=True)
 
 
 def test_prefill_inside_an_open_think_starts_in_reasoning() -> None:

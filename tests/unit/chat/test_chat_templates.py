@@ -119,9 +119,11 @@ def test_supports_thinking(name: str, expected: bool) -> None:
 
 
 def test_supports_thinking_detected_by_rendering() -> None:
-    template = ChatTemplate("{% if enable_thinking %}T{% endif %}{{ messages[0].content }}")
+    template = ChatTemplate("{{ messages[0].content }}{% if not enable_thinking %}<think></think>{% endif %}")
     assert template.supports_thinking
     assert not ChatTemplate("chatml").supports_thinking
+    # A switch that only words the preamble differently is no reasoning block (llama-server: Apertus).
+    assert not ChatTemplate("{% if enable_thinking %}T{% endif %}{{ messages[0].content }}").supports_thinking
 
 
 def _write_config(directory: Path, **config: object) -> None:

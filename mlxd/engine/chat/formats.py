@@ -1,0 +1,291 @@
+"""Each model family's tool-call format: how its template is recognised, and how a call region is read.
+
+A format is the marker that opens a region of calls, the one that closes it (empty: the region runs to the next
+opening marker or the end of the answer, as Mistral's ``[TOOL_CALLS]``), and a reader of the region's text. A reader
+returns the region's ``(name, arguments_json)`` calls, or raises ``ValueError`` when the text is not well-formed
+calls; the region then stays content, verbatim. mlx-lm's readers (``mlx_lm/tool_parsers``) are used where one
+reads the format; the others are written here, each a few lines.
+
+The format is detected from the template's text as llama-server's chat layer does (common/chat.cpp), by the
+markers the template writes for an assistant's calls.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minimax_m2, pythonic, qwen3_coder
+
+from mlxd.engine.chat.reasoning import WHITESPACE
+
+Call = tuple[str, str]  # (name, arguments as JSON text)
+Tools = Sequence[Mapping[str, Any]]
+Reader = Callable[[str, Tools], list[Call]]
+
+
+def _dump(arguments: Any) -> str:
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _json(text: str) -> Any:
+    return _DECODER.decode(text.strip(WHITESPACE))
+
+
+def _call(name: Any, arguments: Any) -> Call:
+    if not isinstance(name, str) or not name:
+        raise ValueError("a tool call needs a function name")
+    if isinstance(arguments, str):  # written already encoded: kept as written, if it is a JSON object
+        if not isinstance(_json(arguments), Mapping):
+            raise ValueError("tool-call arguments must be a JSON object")
+        return name, arguments
+    if not isinstance(arguments, Mapping):
+        raise ValueError("tool-call arguments must be a JSON object")
+    return name, _dump(arguments)
+
+
+def _mlx(reader: Callable[..., Any]) -> Reader:
+    """An mlx-lm reader (a dict or a list of dicts with ``name`` and ``arguments``) as a format reader."""
+    def read(text: str, tools: Tools) -> list[Call]:
+        try:
+            found = reader(text, list(tools) or None)
+        except ValueError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - their readers raise what the text makes them raise
+            raise ValueError(f"not a tool call: {type(exc).__name__}: {exc}") from exc
+        found = found if isinstance(found, list) else [found]
+        if not found:
+            raise ValueError("no tool call")
+        return [_call(c.get("name"), c.get("arguments", {})) for c in found]
+    return read
+
+
+def _hermes(text: str, tools: Tools) -> list[Call]:
+    obj = _json(text)
+    if not isinstance(obj, Mapping):
+        raise ValueError("not a call object")
+    return [_call(obj.get("name"), obj["arguments"] if "arguments" in obj else obj.get("parameters", {}))]
+
+
+def _json_list(name_key: str, arguments_key: str) -> Reader:
+    """A JSON array of ``{name_key: ..., arguments_key: {...}}`` (Granite, Nemotron v2, Mistral v3, Command R7B)."""
+    def read(text: str, tools: Tools) -> list[Call]:
+        items = _json(text)
+        if not isinstance(items, list) or not items:
+            raise ValueError("not a list of calls")
+        return [_call(i.get(name_key), i.get(arguments_key, {})) if isinstance(i, Mapping) else _call(None, None)
+                for i in items]
+    return read
+
+
+_MISTRAL_HEADER = re.compile(r"\s*([\w.-]+)\s*(?:\[CALL_ID\]\s*\w+\s*)?\[ARGS\]")
+
+
+def _mistral(text: str, tools: Tools) -> list[Call]:
+    """``[{"name": ..., "arguments": ...}]`` (v3, Nemo), or ``name[ARGS]{...}`` with an optional ``[CALL_ID]``."""
+    if text.lstrip(WHITESPACE).startswith("["):
+        return _json_list("name", "arguments")(text, tools)
+    match = _MISTRAL_HEADER.match(text)
+    if match is None:
+        raise ValueError("not a Mistral call")
+    arguments, end = _DECODER.raw_decode(text, match.end())
+    if text[end:].strip(WHITESPACE):
+        raise ValueError("text after the call's arguments")
+    return [_call(match.group(1), arguments)]
+
+
+def _apertus(text: str, tools: Tools) -> list[Call]:
+    """``[{"name": {...arguments}}]``."""
+    items = _json(text)
+    if not isinstance(items, list) or not items:
+        raise ValueError("not a list of calls")
+    calls = []
+    for item in items:
+        if not isinstance(item, Mapping) or len(item) != 1:
+            raise ValueError("each call is one {name: arguments} pair")
+        ((name, arguments),) = item.items()
+        calls.append(_call(name, arguments))
+    return calls
+
+
+def _header_json(pattern: str) -> Reader:
+    """A header naming the function (``pattern``'s group 1) followed by the JSON arguments, nothing after."""
+    header = re.compile(pattern, re.S)
+
+    def read(text: str, tools: Tools) -> list[Call]:
+        match = header.match(text)
+        if match is None:
+            raise ValueError("not a call header")
+        body = text[match.end():]
+        if "```" in pattern:  # DeepSeek R1 fences the arguments
+            fence = body.rfind("```")
+            if fence < 0:
+                raise ValueError("unclosed code fence")
+            body = body[:fence]
+        return [_call(match.group(1), _json(body))]
+    return read
+
+
+_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁call▁end｜>", re.S)
+
+
+def _deepseek(call: Reader) -> Reader:
+    """Calls between ``<｜tool▁call▁begin｜>`` and ``<｜tool▁call▁end｜>`` inside the region, nothing else."""
+    def read(text: str, tools: Tools) -> list[Call]:
+        calls, rest = [], _DEEPSEEK_CALL.sub("", text)
+        if rest.strip(WHITESPACE):
+            raise ValueError("text between calls")
+        for match in _DEEPSEEK_CALL.finditer(text):
+            calls += call(match.group(1), tools)
+        if not calls:
+            raise ValueError("no call")
+        return calls
+    return read
+
+
+_DSML_INVOKE = re.compile(r'\s*<｜DSML｜invoke name="([^"]+)">(.*?)</｜DSML｜invoke>', re.S)
+_DSML_PARAM = re.compile(r'\s*<｜DSML｜parameter name="([^"]+)" string="(true|false)">(.*?)</｜DSML｜parameter>', re.S)
+
+
+def _deepseek_dsml(text: str, tools: Tools) -> list[Call]:
+    """DeepSeek V3.2's ``<｜DSML｜invoke name=...>`` blocks of ``<｜DSML｜parameter ... string=...>`` values."""
+    calls, pos = [], 0
+    while (invoke := _DSML_INVOKE.match(text, pos)) is not None:
+        arguments, at, body = {}, 0, invoke.group(2)
+        while (param := _DSML_PARAM.match(body, at)) is not None:
+            value = param.group(3)
+            arguments[param.group(1)] = value if param.group(2) == "true" else _json(value)
+            at = param.end()
+        if body[at:].strip(WHITESPACE):
+            raise ValueError("text inside an invoke block")
+        calls.append(_call(invoke.group(1), arguments))
+        pos = invoke.end()
+    if not calls or text[pos:].strip(WHITESPACE):
+        raise ValueError("not DSML calls")
+    return calls
+
+
+def _qwen3_coder(text: str, tools: Tools) -> list[Call]:
+    """Qwen3-Coder's ``<function=NAME><parameter=P>value</parameter></function>`` (also Seed-OSS's body)."""
+    body = text.strip(WHITESPACE)
+    if not (body.startswith("<function=") and body.endswith("</function>")):
+        raise ValueError("not a <function=...> block")
+    return _mlx(qwen3_coder.parse_tool_call)(body, tools)
+
+
+def _harmony(text: str, tools: Tools) -> list[Call]:
+    raise ValueError("gpt-oss answers are read whole by engine.chat.harmony, not by call regions")
+
+
+def _functionary_v32(text: str, tools: Tools) -> list[Call]:
+    """``NAME\\n{...}`` after ``>>>`` (``all`` is Functionary's name for plain content, never a call)."""
+    name, _, body = text.partition("\n")
+    if name.strip(WHITESPACE) == "all":
+        raise ValueError("content, not a call")
+    return [_call(name.strip(WHITESPACE), _json(body))]
+
+
+@dataclass(frozen=True)
+class ToolFormat:
+    """How one family writes tool calls."""
+
+    name: str
+    start: str
+    end: str  # "" : the region runs to the next ``start`` or to the end of the answer
+    read: Reader
+    # The reasoning block this family writes, when not <think>...</think>.
+    think: tuple[str, str] = ("<think>", "</think>")
+
+    def calls(self, region: str, tools: Tools = ()) -> list[Call] | None:
+        """The calls in one region's text (between the markers), or None when it is not well-formed calls."""
+        try:
+            calls = self.read(region, tools)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            return None
+        return calls or None
+
+
+HERMES = ToolFormat("hermes", "<tool_call>", "</tool_call>", _hermes)
+FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
+    HERMES,
+    ToolFormat("qwen3-coder", "<tool_call>", "</tool_call>", _qwen3_coder),
+    ToolFormat("mistral", "[TOOL_CALLS]", "", _mistral),  # name[ARGS]{...} (Devstral, Ministral 3, Small 3.2)
+    ToolFormat("mistral-v3", "[TOOL_CALLS]", "", _mistral),  # [{"name": ..., "arguments": ...}] (Nemo, v3)
+    ToolFormat("deepseek-r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+               _deepseek(_header_json(r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"))),
+    ToolFormat("deepseek-v3.1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+               _deepseek(_header_json(r"\s*([^<｜]+?)<｜tool▁sep｜>"))),
+    ToolFormat("deepseek-v3.2", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", _deepseek_dsml),
+    ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call)),
+    ToolFormat("kimi-k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
+               _mlx(kimi_k2.parse_tool_call)),
+    ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call)),
+    ToolFormat("seed-oss", "<seed:tool_call>", "</seed:tool_call>", _qwen3_coder,
+               think=("<seed:think>", "</seed:think>")),
+    ToolFormat("command-r7b", "<|START_ACTION|>", "<|END_ACTION|>", _json_list("tool_name", "parameters"),
+               think=("<|START_THINKING|>", "<|END_THINKING|>")),
+    ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments")),
+    ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments")),
+    ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus),
+    ToolFormat("lfm2", "<|tool_call_start|>", "<|tool_call_end|>", _mlx(pythonic.parse_tool_call)),
+    ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call)),
+    ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>")),
+    ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32),
+    # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
+    ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
+)}
+
+
+def detect_tool_format(source: str) -> ToolFormat | None:
+    """The format a model served with this template writes its calls in; None for Llama 3.x's bare JSON."""
+    def has(*needles: str) -> bool:
+        return all(n in source for n in needles)
+
+    if has("<|channel|>"):
+        return FORMATS["gpt-oss"]
+    if has("[TOOL_CALLS]"):
+        return FORMATS["mistral" if "[ARGS]" in source else "mistral-v3"]
+    if has("dsml_token", "DSML"):
+        return FORMATS["deepseek-v3.2"]
+    if has("<seed:tool_call>"):
+        return FORMATS["seed-oss"]
+    if has("<tool_call>", "<function=", "<parameter="):
+        return FORMATS["qwen3-coder"]
+    if has("<|tool_calls_section_begin|>"):
+        return FORMATS["kimi-k2"]
+    if has("<minimax:tool_call>"):
+        return FORMATS["minimax-m2"]
+    if has("<arg_key>", "<arg_value>"):
+        return FORMATS["glm"]
+    if has("<｜tool▁calls▁begin｜>"):
+        return FORMATS["deepseek-r1" if "```json" in source else "deepseek-v3.1"]
+    if has("<|START_ACTION|>"):
+        return FORMATS["command-r7b"]
+    if has("'<|tool_call>call:'") or has("<|tool_call>call:"):
+        return FORMATS["gemma4"]
+    if has("<|tools_prefix|>"):
+        return FORMATS["apertus"]
+    if has("<|tool_call_start|>"):
+        return FORMATS["lfm2"]
+    if has("<TOOLCALL>"):
+        return FORMATS["nemotron-v2"]
+    if has(">>>all"):
+        return FORMATS["functionary-v3.2"]
+    if has("<function=", "<|python_tag|>") or has("<function=", "</function>"):
+        return FORMATS["functionary-v3.1"]
+    if has("<|tool_call|>"):
+        return FORMATS["granite"]
+    llama = "<|start_header_id|>" in source and ("<|python_tag|>" in source or '"parameters"' in source)
+    if llama and "<tool_call>" not in source:
+        return None
+    return HERMES

@@ -1,0 +1,101 @@
+"""Each family's tool-call format through one real mlxd-server in router mode: every model is the tiny synthetic
+checkpoint served with that family's real template (tests/fixtures/templates), so the format is detected from the
+template; ``tool_choice: "required"`` makes the grammar force the random-weight model to write a call in the
+format, and the call comes back parsed, whole and streamed, in OpenAI's shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import RunningServer
+from tests.e2e.sse_frames import payloads
+
+CORPUS = Path(__file__).parents[1] / "fixtures" / "templates"
+# format -> the corpus template of a model that writes it
+FAMILIES = {
+    "hermes": "Qwen-Qwen2.5-7B-Instruct",
+    "qwen3-coder": "Qwen3-Coder",
+    "mistral": "unsloth-mistral-Devstral-Small-2507",
+    "mistral-v3": "mistralai-Mistral-Nemo-Instruct-2407",
+    "deepseek-r1": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-v3.1": "deepseek-ai-DeepSeek-V3.1",
+    "deepseek-v3.2": "deepseek-ai-DeepSeek-V3.2",
+    "glm": "GLM-4.7-Flash",
+    "kimi-k2": "Kimi-K2-Instruct",
+    "minimax-m2": "MiniMax-M2",
+    "seed-oss": "ByteDance-Seed-OSS",
+    "command-r7b": "CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+    "granite": "ibm-granite-granite-3.3-2B-Instruct",
+    "nemotron-v2": "NVIDIA-Nemotron-Nano-v2",
+    "apertus": "Apertus-8B-Instruct",
+    "lfm2": "LFM2.5-8B-A1B",
+    "gemma4": "google-gemma-4-31B-it",
+    "functionary-v3.1": "meetkai-functionary-medium-v3.1",
+    "functionary-v3.2": "meetkai-functionary-medium-v3.2",
+    "llama3": "meta-llama-Llama-3.1-8B-Instruct",
+    "gpt-oss": "openai-gpt-oss-120b",
+}
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    # Bounded, so that the random-weight model cannot spend the token budget inside one value.
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                                   "days": {"type": "integer", "minimum": 1, "maximum": 9}},
+                   "required": ["city", "days"]}}}]
+
+
+@pytest.fixture(scope="module")
+def router(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    from tests.e2e.conftest import launch
+
+    root = tmp_path_factory.mktemp("formats")
+    sections = "".join(f"[{fmt}]\nmodel = {tiny_checkpoint}\nchat-template-file = {CORPUS / name}.jinja\n\n"
+                       for fmt, name in FAMILIES.items())
+    (root / "presets.ini").write_text("[*]\nctx-size = 4096\n\n" + sections)
+    (root / "store").mkdir()
+    running = launch(["--models-preset", str(root / "presets.ini"), "--models-max", "2", "--model-store-root",
+                      str(root / "store"), "--host", "127.0.0.1", "--port", "0"], root / "mlxd.log")
+    yield running
+    running.stop(timeout=30)
+
+
+def check_call(call: dict[str, Any]) -> None:
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert len(call["id"]) == 32
+    arguments = json.loads(call["function"]["arguments"])
+    assert set(arguments) == {"city", "days"}
+    assert isinstance(arguments["city"], str)
+    assert isinstance(arguments["days"], int)
+
+
+@pytest.mark.parametrize("fmt", sorted(FAMILIES))
+def test_forced_call_whole_and_streamed(router: RunningServer, fmt: str) -> None:
+    body = {"model": fmt, "messages": [{"role": "user", "content": "Weather in Paris for 3 days?"}], "tools": TOOLS,
+            "tool_choice": "required", "max_tokens": 300, "seed": 3}
+    with router.client(timeout=120) as client:
+        whole = client.post("/v1/chat/completions", json=body)
+        assert whole.status_code == 200, whole.text
+        choice = whole.json()["choices"][0]
+        assert choice["finish_reason"] == "tool_calls", choice
+        assert choice["message"]["content"] is None
+        (call,) = choice["message"]["tool_calls"]
+        check_call(call)
+
+        streamed = client.post("/v1/chat/completions", json={**body, "stream": True})
+        assert streamed.status_code == 200, streamed.text
+    chunks = [c for c in payloads(streamed.text) if c.get("choices")]
+    pieces = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
+    assert pieces and all(p["index"] == 0 for p in pieces)
+    assert "content" not in "".join(json.dumps(c["choices"][0]["delta"]) for c in chunks if c["choices"][0]["delta"]
+                                    .get("content"))
+    first = pieces[0]
+    assembled = {"id": first["id"], "type": first["type"], "function": {
+        "name": first["function"]["name"], "arguments": "".join(p["function"].get("arguments", "") for p in pieces)}}
+    check_call(assembled)
+    # The same seed, the same forced text: the streamed call is the whole one (ids aside).
+    assert assembled["function"] == call["function"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"

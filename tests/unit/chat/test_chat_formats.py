@@ -1,0 +1,114 @@
+"""Each family's tool-call format read from model output: detected from the real template, whole and streamed
+(every cut of the text into deltas gives the same), malformed or unclosed calls kept as content."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mlxd.engine.chat import ChatOutputStream, parse_chat_output, tool_call_format
+
+CORPUS = Path(__file__).parents[2] / "fixtures" / "templates"
+TOOLS = ({"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}},)
+ARGS = {"city": "Paris", "days": 3}
+J = json.dumps(ARGS)
+# format -> (a corpus template of the family, an answer with text before one call to get_weather(ARGS))
+SAMPLES: dict[str, tuple[str, str]] = {
+    "hermes": ("Qwen-Qwen2.5-7B-Instruct", f'Sure.\n<tool_call>\n{{"name": "get_weather", "arguments": {J}}}\n'
+                                            "</tool_call>"),
+    "qwen3-coder": ("Qwen3-Coder", "Sure.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                   "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"),
+    "mistral": ("unsloth-mistral-Devstral-Small-2507", f"Sure.[TOOL_CALLS]get_weather[ARGS]{J}"),
+    "mistral-v3": ("mistralai-Mistral-Nemo-Instruct-2407",
+                   f'Sure.[TOOL_CALLS][{{"name": "get_weather", "arguments": {J}}}]'),
+    "deepseek-r1": ("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+                    "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                    f"{J}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek-v3.1": ("deepseek-ai-DeepSeek-V3.1", "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+                                                   f"<｜tool▁sep｜>{J}<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
+    "deepseek-v3.2": ("deepseek-ai-DeepSeek-V3.2",
+                      'Sure.\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                      '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+                      '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
+                      "</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
+    "glm": ("GLM-4.6", "Sure.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                       "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"),
+    "kimi-k2": ("Kimi-K2-Instruct", "Sure.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                                    f"<|tool_call_argument_begin|>{J}<|tool_call_end|><|tool_calls_section_end|>"),
+    "minimax-m2": ("MiniMax-M2", 'Sure.\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">'
+                                 'Paris</parameter>\n<parameter name="days">3</parameter>\n</invoke>\n'
+                                 "</minimax:tool_call>"),
+    "seed-oss": ("ByteDance-Seed-OSS", "Sure.\n<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+                                       "</parameter>\n<parameter=days>3</parameter>\n</function>\n</seed:tool_call>"),
+    "command-r7b": ("CohereForAI-c4ai-command-r7b-12-2024-tool_use",
+                    f'Sure.<|START_ACTION|>[{{"tool_call_id": "0", "tool_name": "get_weather", "parameters": {J}}}]'
+                    "<|END_ACTION|>"),
+    "granite": ("ibm-granite-granite-3.3-2B-Instruct",
+                f'Sure.<|tool_call|>[{{"name": "get_weather", "arguments": {J}}}]'),
+    "nemotron-v2": ("NVIDIA-Nemotron-Nano-v2",
+                    f'Sure.<TOOLCALL>[{{"name": "get_weather", "arguments": {J}}}]</TOOLCALL>'),
+    "apertus": ("Apertus-8B-Instruct", f'Sure.<|tools_prefix|>[{{"get_weather": {J}}}]<|tools_suffix|>'),
+    "lfm2": ("LFM2.5-8B-A1B", 'Sure.<|tool_call_start|>[get_weather(city="Paris", days=3)]<|tool_call_end|>'),
+    "gemma4": ("google-gemma-4-31B-it", 'Sure.<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:3}'
+                                        "<tool_call|>"),
+    "functionary-v3.1": ("meetkai-functionary-medium-v3.1", f"Sure.<function=get_weather>{J}</function>"),
+    "functionary-v3.2": ("meetkai-functionary-medium-v3.2", f"Sure.>>>get_weather\n{J}"),
+    "gpt-oss": ("openai-gpt-oss-120b", "<|channel|>commentary<|message|>Sure.<|end|><|start|>assistant<|channel|>"
+                                       f"commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>"),
+}
+
+
+def ids() -> Callable[[], str]:
+    numbers = itertools.count()
+    return lambda: f"call{next(numbers)}"
+
+
+def whole(fmt: str, text: str) -> tuple[str, list[tuple[str, dict]]]:
+    message = parse_chat_output(text, parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS, id_factory=ids())
+    return message.content, [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls]
+
+
+def streamed(fmt: str, text: str, size: int) -> tuple[str, list[tuple[str, dict]]]:
+    stream = ChatOutputStream(parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS, id_factory=ids())
+    for i in range(0, len(text), size):
+        stream.feed(text[i:i + size])
+    stream.finish()
+    message = stream.message()
+    return message.content, [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls]
+
+
+@pytest.mark.parametrize("fmt", sorted(SAMPLES))
+def test_detected_from_the_familys_template(fmt: str) -> None:
+    template, _ = SAMPLES[fmt]
+    assert tool_call_format((CORPUS / f"{template}.jinja").read_text(encoding="utf-8")) == fmt
+
+
+@pytest.mark.parametrize("fmt", sorted(SAMPLES))
+def test_call_read_whole_and_streamed(fmt: str) -> None:
+    text = SAMPLES[fmt][1]
+    expected = ("Sure.", [("get_weather", ARGS)])
+    assert whole(fmt, text) == expected
+    for size in (1, 2, 7, len(text)):
+        assert streamed(fmt, text, size) == expected, size
+
+
+@pytest.mark.parametrize("fmt", sorted(SAMPLES))
+def test_malformed_or_cut_calls_stay_content(fmt: str) -> None:
+    text = SAMPLES[fmt][1]
+    for broken in (text.replace("Paris", 'Pa"ris}{'), text.replace("get_weather", "", 1).replace("3", "[")):
+        content, calls = whole(fmt, broken)
+        if not calls:
+            if fmt == "gpt-oss":  # channels are read, not kept: the bad call's body is what stays content
+                assert broken.split("<|message|>")[-1].removesuffix("<|call|>") in content
+            else:
+                assert content.replace("\n", "") in broken.replace("\n", "") and content
+            assert streamed(fmt, broken, 3) == (content, calls)
+    cut = text[: len(text) - 3]
+    content, calls = whole(fmt, cut)
+    assert streamed(fmt, cut, 5) == (content, calls)
+    assert calls == [] or fmt in ("mistral", "mistral-v3", "granite", "functionary-v3.2")
