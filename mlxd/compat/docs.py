@@ -26,6 +26,12 @@ parser and router in both directions, and `mlxd compat report` prints the counts
 | not_applicable | no MLX equivalent: refused with a diagnostic, or only inert values accepted |
 | deferred | not yet true: the entry says what is missing, and an accepted-but-ignored option is always deferred |
 | by_design | served, differing in a recorded, tested, permanent way |
+
+## llama.cpp's own server test suite
+
+`make upstream-test` runs the `unit/` tests of llama.cpp's `tools/server/tests` (slow ones left out) against
+mlxd and prints its counts beside llama-server's. Its latest figures, and every test it leaves out with the
+reason, are in [upstream-suite.md](upstream-suite.md).
 """
 
 TITLES = {"options": "Options", "routes": "Routes", "native_fields": "Native request fields"}
