@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any
 
 import httpx
+
+from tests.e2e.sse_frames import frames
 
 
 def _metric(text: str, name: str) -> float:
@@ -98,3 +101,19 @@ def test_vertex_ai_predict_dispatches_each_instance(start_server: Any) -> None:
         assert client.post("/predict", json={"instances": []}).status_code == 401
         assert client.get("/healthz").status_code == 401  # b10621's public paths are /health and /v1/health only
         assert client.get("/health").status_code == 200
+
+
+def test_responses_stream_carries_timings(server: Any) -> None:
+    # upstream test_compat_oai_responses.py: with timings_per_token each token's last event has "timings", and
+    # response.completed always has them (b10621 sets a final result's stats whatever the request asked).
+    body = {"input": "This is a test " * 4, "max_output_tokens": 4, "stream": True, "return_progress": True}
+    with server.client() as client:
+        for per_token in (True, False):
+            events = frames(client.post("/responses", json={**body, "timings_per_token": per_token}).text)
+            data = [(name, json.loads(payload)) for name, payload in events]
+            deltas = [d for name, d in data if name == "response.output_text.delta"]
+            assert deltas and all(("timings" in d) is per_token for d in deltas)
+            assert any("prompt_progress" in d for name, d in data if name == "response.in_progress")
+            name, completed = data[-1]
+            assert name == "response.completed"
+            assert completed["timings"]["predicted_n"] == completed["response"]["usage"]["output_tokens"]
