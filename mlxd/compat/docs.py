@@ -33,7 +33,14 @@ entry without a basis or whose divergence says that something is not yet impleme
 
 | basis | meaning |
 |---|---|
-""" + "\n".join(f"| {k} | {v} |" for k, v in BASES.items()) + "\n"
+""" + "\n".join(f"| {k} | {v} |" for k, v in BASES.items()) + """
+
+## llama.cpp's own server test suite
+
+`make upstream-test` runs the `unit/` tests of llama.cpp's `tools/server/tests` (slow ones left out) against
+mlxd and prints its counts beside llama-server's. Its latest figures, and every test it leaves out with the
+reason, are in [upstream-suite.md](upstream-suite.md).
+"""
 
 TITLES = {"options": "Options", "routes": "Routes", "native_fields": "Native request fields"}
 SURFACE = {"options": "spellings", "routes": "mounted", "native_fields": "aliases"}

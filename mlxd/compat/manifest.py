@@ -29,7 +29,6 @@ BASES: dict[str, str] = {
     "upstream-removed": "b10621 itself rejects it as removed",
     "upstream-internal": "internal to llama-server's own endpoints, overwritten there, not a client surface",
     "mlx-kernel": "MLX always computes it one way (its fused attention kernel)",
-    "vertex": "Google Vertex AI's container contract (AIP_* variables), which is a hosting platform's, not a model's",
 }
 
 # Words that describe a missing mlxd feature; a `not_applicable` entry must not use them (it is then `deferred`).

@@ -138,16 +138,24 @@ class Daemon:
 
     async def _open_public(self) -> Any:
         """Bind the public listener and start serving on it; routes answer 503 until a model is in service."""
-        from mlxd.api.app import create_app
+        from mlxd.api import gcp
+        from mlxd.api.app import api_prefix, create_app
         from mlxd.api.state import ServingState
         from mlxd.daemon import sleep
 
         cfg = self.resolved.config
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
         open_files = raise_open_files_limit()
-        self._listener = bind(cfg.host, cfg.port, tls=tls is not None, reuse_port=cfg.reuse_port)
+        vertex = gcp.VertexSettings.from_env(self.env)
+        port = cfg.port
+        if vertex.enabled and port != vertex.port:  # b10621: Vertex AI names the port the container listens on
+            log.warning("Google Cloud Platform compat: overriding server port %d with AIP_HTTP_PORT %d", port,
+                        vertex.port)
+            port = vertex.port
+        self._listener = bind(cfg.host, port, tls=tls is not None, reuse_port=cfg.reuse_port)
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
+        gcp.install(app, vertex, api_prefix(cfg), float(cfg.timeout or 3600))
         self._count_requests(app)
         serving = self.serving
 

@@ -288,8 +288,8 @@ def test_paths_match_exactly(client: httpx.Client) -> None:
     assert client.get("/HEALTH").status_code == 404
 
 
-def test_vertex_routes_are_not_mounted(client: httpx.Client) -> None:
-    # not_applicable: b10621 mounts these only under AIP_MODE=PREDICTION; mlxd never reads those variables.
+def test_vertex_routes_are_not_mounted_without_aip_mode(client: httpx.Client) -> None:
+    # b10621 mounts these only under AIP_MODE=PREDICTION (tests/e2e/test_upstream_behaviours.py runs them).
     response = client.post("/predict", json={"instances": []})
     assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
 

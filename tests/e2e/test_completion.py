@@ -304,3 +304,15 @@ def test_generations_are_counted_on_metrics(client: httpx.Client, app_server: Ap
     assert value(after, "llamacpp:n_busy_slots_per_decode") >= 1
     assert 'mlxd_requests_total{route="/completion"}' in after
     assert 'mlxd_requests_total{route="/v1/chat/completions"}' in after
+
+
+def test_ignore_eos_shows_the_end_of_generation_bans_in_generation_settings(client: httpx.Client,
+                                                                            app_server: AppServer) -> None:
+    # upstream test_ignore_eos.py: b10621 adds a -inf bias (JSON null) per end-of-generation token to logit_bias.
+    eog = sorted(app_server.state.model.loaded.eos_token_ids)
+    body = {"prompt": "Once upon a time", "n_predict": 4, "temperature": 0, "logit_bias": [[11, 0.5]]}
+    banned = client.post("/completion", json={**body, "ignore_eos": True}).json()["generation_settings"]
+    assert banned["ignore_eos"] is True
+    assert banned["logit_bias"] == [{"bias": 0.5, "token": 11}] + [{"bias": None, "token": t} for t in eog]
+    plain = client.post("/completion", json={**body, "ignore_eos": False}).json()["generation_settings"]
+    assert plain["logit_bias"] == [{"bias": 0.5, "token": 11}]

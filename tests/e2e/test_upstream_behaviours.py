@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 from typing import Any
 
 import httpx
+
+from tests.e2e.sse_frames import frames
 
 
 def _metric(text: str, name: str) -> float:
@@ -60,3 +64,56 @@ def test_aliases_and_tags_are_sets_and_the_smallest_alias_names_the_model(start_
             answer = client.post("/v1/chat/completions", json={"model": name, "max_tokens": 1,
                                                                "messages": [{"role": "user", "content": "hi"}]})
             assert answer.status_code == 200 and answer.json()["model"] == "code"
+
+
+def test_vertex_ai_predict_dispatches_each_instance(start_server: Any) -> None:
+    # upstream test_compat_gcp.py: AIP_MODE=PREDICTION mounts the predict route; AIP_HTTP_PORT replaces --port.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": str(port), "AIP_HEALTH_ROUTE": "healthz"}
+    server = start_server("--api-key", "k", env=env, wait_ready=False)
+    assert server.base_url.endswith(f":{port}")
+    key = {"Authorization": "Bearer k"}
+    with server.client(headers=key) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/healthz").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        chat = {"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        body = {"instances": [{"@requestFormat": "chatCompletions", **chat},
+                              {"@requestFormat": "/completion", "prompt": "Once", "n_predict": 2},
+                              {"@requestFormat": "tokenize", "content": "hello"},
+                              {"@requestFormat": "noSuchRoute"}, "not an object",
+                              {"@requestFormat": "completions", "prompt": "x", "n_predict": "bad"}]}
+        answer = client.post("/predict", json=body)
+        assert answer.status_code == 200
+        chat_answer, native, tokens, unknown, not_object, bad = answer.json()["predictions"]
+        assert chat_answer["object"] == "chat.completion" and chat_answer["choices"][0]["message"]["role"] == "assistant"
+        assert native["tokens_predicted"] == 2
+        assert tokens == client.post("/tokenize", json={"content": "hello"}).json()
+        assert unknown["error"]["message"] == "no handler registered for @requestFormat: noSuchRoute"
+        assert not_object["error"]["message"] == "each instance must be a JSON object"
+        assert bad["error"]["type"] == "invalid_request_error"
+        for wrong in ({}, {"instances": {}}, {"instances": [{}] * 129}):
+            refused = client.post("/predict", json=wrong)
+            assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
+    with server.client() as client:
+        assert client.post("/predict", json={"instances": []}).status_code == 401
+        assert client.get("/healthz").status_code == 401  # b10621's public paths are /health and /v1/health only
+        assert client.get("/health").status_code == 200
+
+
+def test_responses_stream_carries_timings(server: Any) -> None:
+    # upstream test_compat_oai_responses.py: with timings_per_token each token's last event has "timings", and
+    # response.completed always has them (b10621 sets a final result's stats whatever the request asked).
+    body = {"input": "This is a test " * 4, "max_output_tokens": 4, "stream": True, "return_progress": True}
+    with server.client() as client:
+        for per_token in (True, False):
+            events = frames(client.post("/responses", json={**body, "timings_per_token": per_token}).text)
+            data = [(name, json.loads(payload)) for name, payload in events]
+            deltas = [d for name, d in data if name == "response.output_text.delta"]
+            assert deltas and all(("timings" in d) is per_token for d in deltas)
+            assert any("prompt_progress" in d for name, d in data if name == "response.in_progress")
+            name, completed = data[-1]
+            assert name == "response.completed"
+            assert completed["timings"]["predicted_n"] == completed["response"]["usage"]["output_tokens"]

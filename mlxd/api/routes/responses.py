@@ -11,6 +11,7 @@ from mlxd.api import generation as gen
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
+from mlxd.api.render import openai as oai
 from mlxd.api.render import responses as resp
 from mlxd.api.render.native import progress_json
 from mlxd.api.render.openai import random_id
@@ -46,14 +47,17 @@ async def responses(request: Request):
 
     async def frames() -> AsyncIterator[str]:
         yield "".join(sse.event(name, data) for name, data in events.start())
-        async for _, ev in stream:
+        async for job, ev in stream:
             if isinstance(ev, ProgressEvent):
                 out = events.progress(progress_json(ev))
             elif isinstance(ev, FinalEvent):
                 out = [e for d in parser.finish() for e in events.diff(d)]
                 out += events.finish(parser.message, ev)
+                out[-1][1]["timings"] = oai.timings_out(ev.timings).model_dump()  # b10621: always on the last one
             else:
                 out = [e for d in parser.feed(ev.text) for e in events.diff(d)]
+                if out and p.opts.timings_per_token:  # on the last event of each token, as b10621 puts it
+                    out[-1][1]["timings"] = oai.timings_out(job.running_timings()).model_dump()
             if out:
                 yield "".join(sse.event(name, data) for name, data in out)
 
