@@ -84,6 +84,8 @@ def test_image_chat_cache_is_keyed_on_the_image(client: httpx.Client) -> None:
     another answer; a text follow-up never adopts an image prefix."""
     first = chat(client, uri(png(0))).json()
     assert first["usage"]["prompt_tokens"] > 20  # the image's placeholder was expanded to its patches
+    counted = client.post("/v1/chat/completions/input_tokens", json={"messages": image_message(uri(png(0)))})
+    assert counted.json() == {"input_tokens": first["usage"]["prompt_tokens"]}
     again = chat(client, uri(png(0))).json()
     assert again["timings"]["cache_n"] == first["usage"]["prompt_tokens"] - 1
     assert again["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
