@@ -7,7 +7,6 @@ import base64
 import json
 import struct
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -168,18 +167,3 @@ def test_a_clip_longer_than_the_window_is_cut_into_pieces(client: httpx.Client) 
     long = post(client, files=[("file", ("a.wav", wav(31.0), "audio/wav"))]).json()["usage"]["input_tokens"]
     # 30 s take the whole window (750 tokens); the last second is a second piece with its own begin/end tokens.
     assert long - short == 750 + 2
-
-
-def test_a_model_without_audio_answers_501_before_reading_the_form(tmp_path: Path) -> None:
-    """An image model (the tiny text model: tests/e2e/test_chat.py): 501 even for a form that would be a 400."""
-    running = launch(["-m", str(synthetic_checkpoint("qwen2-vl-tiny")), "--host", "127.0.0.1", "--port", "0",
-                      "--admin-listen", "off"], tmp_path / "mlxd.log")
-    try:
-        with running.client() as c:
-            for path in PATHS:
-                response = c.post(path, data={"response_format": "text"})
-                assert response.status_code == 501
-                assert response.json()["error"] == {"code": 501, "type": "not_supported_error",
-                                                    "message": "The current model does not support audio input."}
-    finally:
-        running.stop()

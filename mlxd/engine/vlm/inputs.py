@@ -107,7 +107,8 @@ def _cut_long_clips(model: MediaModel, media: list[Medium], text: str, marker: s
     for m, rest in zip(media, pieces[1:]):
         if m.kind == "audio" and len(m.data) > window * m.rate:
             step = int(window * m.rate)
-            parts = [Medium("audio", m.data[i:i + step], f"{m.digest}:{i}", m.rate) for i in range(0, len(m.data), step)]
+            parts = [Medium("audio", m.data[i:i + step], f"{m.digest}:{i}", m.rate)
+                     for i in range(0, len(m.data), step)]
         else:
             parts = [m]
         out_media += parts
