@@ -56,6 +56,7 @@ class Source:
     kind: str
     url: str
     accept_data_uri: bool = True
+    data: bytes | None = None  # the bytes themselves (an uploaded file), instead of ``url``
 
 
 def check_count(n: int) -> None:
@@ -66,7 +67,9 @@ def check_count(n: int) -> None:
 def read_source(src: Source, media_path: str | None) -> bytes:
     """The encoded bytes of one source (blocking: downloads and file reads); ``InvalidRequest`` on any failure."""
     url = src.url
-    if url.startswith("http"):
+    if src.data is not None:
+        data = src.data
+    elif url.startswith("http"):
         data = _download(url)
     elif url.startswith("file://"):
         data = _read_local(url[len("file://"):], media_path)

@@ -13,7 +13,7 @@ from typing import Any
 from mlxd.errors import InvalidRequest, NotSupported
 
 MISSING_PROMPT = "[json.exception.out_of_range.403] key 'prompt' not found"
-NO_MULTIMODAL = "Multimodal data provided, but model does not support multimodal requests."
+MEDIA_NOT_HERE = "multimodal_data is not supported by this endpoint"
 OBJECT_PROMPT = ("\"prompt\" elements must be a string, a list of tokens, a JSON object containing a prompt string, "
                  "or a list of mixed strings & tokens.")
 
@@ -67,8 +67,8 @@ def _object_prompt(tokenizer: Any, item: Mapping[str, Any], model: Any) -> list[
     tokens = tokenize_one(tokenizer, text)
     if "multimodal_data" not in item:
         return tokens
-    if model is None:
-        raise NotSupported(NO_MULTIMODAL)
+    if model is None:  # a route that does not take media (embeddings, tokenize)
+        raise NotSupported(MEDIA_NOT_HERE)
     from mlxd.api.media_parts import completion_prompt
 
     return completion_prompt(item, model, tokens)

@@ -50,7 +50,7 @@ QWEN_VL_CHAT_TEMPLATE = """\
 {%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}
 """
 
-PRESETS = ("qwen2-vl-tiny",)
+PRESETS = ("qwen2-vl-tiny", "gemma4-tiny")
 
 _LOGIT_STD = 8.0
 ATTENTION_GAIN = 2.0
@@ -76,7 +76,12 @@ def make_checkpoint(out_dir: str | Path, preset: str, seed: int = 0) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        _write_qwen2_vl(staging, seed)
+        if preset == "gemma4-tiny":
+            from mlxd.engine import synth_gemma4
+
+            synth_gemma4.write(staging, seed)
+        else:
+            _write_qwen2_vl(staging, seed)
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -86,7 +91,7 @@ def make_checkpoint(out_dir: str | Path, preset: str, seed: int = 0) -> Path:
     return out
 
 
-def _tokenizer(out: Path, extra: tuple[str, ...], template: str, max_length: int) -> dict[str, int]:
+def tokenizer_with(out: Path, extra: tuple[str, ...], template: str, max_length: int) -> dict[str, int]:
     """The synthetic tokenizer with ``extra`` special tokens appended, written to ``out``; every added id."""
     from tokenizers import AddedToken
 
@@ -111,7 +116,7 @@ def _write_qwen2_vl(out: Path, seed: int) -> None:
     from mlx.utils import tree_flatten
     from mlx_vlm.models import qwen2_vl
 
-    ids = _tokenizer(out, QWEN_VL_TOKENS, QWEN_VL_CHAT_TEMPLATE, 8192)
+    ids = tokenizer_with(out, QWEN_VL_TOKENS, QWEN_VL_CHAT_TEMPLATE, 8192)
     n_text = min(ids.values())  # every added id comes after the trained vocabulary
     vocab = max(ids.values()) + 1
     hidden, heads = 64, 4
@@ -132,14 +137,7 @@ def _write_qwen2_vl(out: Path, seed: int) -> None:
         "torch_dtype": "float32",
     }
     mx.random.seed(seed)
-    from mlx_vlm.utils import update_module_configs
-
-    # As mlx-vlm's loader builds it: the text config is the root's keys, the vision config its own.
-    full = json.loads(json.dumps(config))
-    full["text_config"] = {k: v for k, v in full.items() if k != "vision_config"}
-    model_config = update_module_configs(qwen2_vl.ModelConfig.from_dict(dict(full)), qwen2_vl, full,
-                                         ["text", "vision"])
-    model = qwen2_vl.Model(model_config)
+    model = build_model(qwen2_vl, config, ["text", "vision"])
     weights = dict(tree_flatten(model.parameters()))
     key = mx.random.key(seed)
     k_embed, k_head = mx.random.split(key)
@@ -173,12 +171,7 @@ def _write_qwen2_vl(out: Path, seed: int) -> None:
             w = w * RESIDUAL_SCALE
             w[0] = 0.0  # nothing writes channel 0
         weights[name] = w
-    mx.eval(weights)
-    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
-    total = sum(int(w.size) for w in weights.values())
-    index = {"metadata": {"total_size": sum(int(w.nbytes) for w in weights.values()), "total_parameters": total},
-             "weight_map": {name: "model.safetensors" for name in sorted(weights)}}
-    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    save_weights(out, weights)
     config["mlxd_synthetic"] = {"preset": "qwen2-vl-tiny", "seed": seed, "dtype": "float32"}
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     image = {"image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2VLProcessor",
@@ -190,3 +183,25 @@ def _write_qwen2_vl(out: Path, seed: int) -> None:
     generation = {"bos_token_id": config["bos_token_id"], "eos_token_id": [config["eos_token_id"],
                   ids["<|endoftext|>"]], "do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
+
+
+def save_weights(out: Path, weights: dict[str, Any]) -> None:
+    """model.safetensors and its index, as mlx-vlm's loader reads them."""
+    import mlx.core as mx
+
+    mx.eval(weights)
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    index = {"metadata": {"total_size": sum(int(w.nbytes) for w in weights.values()),
+                          "total_parameters": sum(int(w.size) for w in weights.values())},
+             "weight_map": {name: "model.safetensors" for name in sorted(weights)}}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+
+def build_model(module: Any, config: dict[str, Any], parts: list[str]) -> Any:
+    """An mlx-vlm model of ``module`` from ``config`` as its loader builds it (the text config from the root)."""
+    from mlx_vlm.utils import update_module_configs
+
+    full = json.loads(json.dumps(config))
+    full.setdefault("text_config", {k: v for k, v in full.items() if k not in ("vision_config", "audio_config")})
+    model_config = update_module_configs(module.ModelConfig.from_dict(dict(full)), module, full, parts)
+    return module.Model(model_config)

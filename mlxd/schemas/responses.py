@@ -43,7 +43,8 @@ def _content(content: Any) -> Any:
         if mapped is None:
             raise InvalidRequest(f"unsupported content part type: {kind!r}")
         # Media parts keep their data (input_image's image_url string, input_audio's object) for api.media_parts.
-        parts.append({"type": "text", "text": str(part.get("text", ""))} if mapped == "text" else {**part, "type": mapped})
+        parts.append({"type": "text", "text": str(part.get("text", ""))} if mapped == "text"
+                     else {**part, "type": mapped})
     return parts
 
 

@@ -52,7 +52,8 @@ def uri(data: bytes, mime: str = "image/png") -> str:
 
 
 def image_message(url: str, text: str = "what is this") -> list[dict[str, Any]]:
-    return [{"role": "user", "content": [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]}]
+    parts = [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]
+    return [{"role": "user", "content": parts}]
 
 
 def chat(client: httpx.Client, url: str, **fields: Any) -> httpx.Response:
@@ -84,6 +85,8 @@ def test_image_chat_cache_is_keyed_on_the_image(client: httpx.Client) -> None:
     another answer; a text follow-up never adopts an image prefix."""
     first = chat(client, uri(png(0))).json()
     assert first["usage"]["prompt_tokens"] > 20  # the image's placeholder was expanded to its patches
+    counted = client.post("/v1/chat/completions/input_tokens", json={"messages": image_message(uri(png(0)))})
+    assert counted.json() == {"input_tokens": first["usage"]["prompt_tokens"]}
     again = chat(client, uri(png(0))).json()
     assert again["timings"]["cache_n"] == first["usage"]["prompt_tokens"] - 1
     assert again["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
@@ -126,9 +129,12 @@ def test_props_and_models_report_the_modalities(client: httpx.Client) -> None:
     assert props["modalities"] == {"vision": True, "video": False, "audio": False}
     models = client.get("/v1/models").json()
     assert models["models"][0]["capabilities"] == ["completion", "multimodal"]
-    audio = client.post("/v1/audio/transcriptions", files={"file": ("a.wav", wav(), "audio/wav")})
-    assert audio.status_code == 501 and audio.json()["error"]["message"] == ("The current model does not support "
-                                                                              "audio input.")
+    # Transcriptions need audio input: 501 before any field is read (this form would otherwise be a 400).
+    for path in ("/v1/audio/transcriptions", "/audio/transcriptions"):
+        audio = client.post(path, data={"response_format": "text"})
+        assert audio.status_code == 501
+        assert audio.json()["error"] == {"code": 501, "type": "not_supported_error",
+                                         "message": "The current model does not support audio input."}
 
 
 BAD_IMAGES = [

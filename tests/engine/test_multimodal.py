@@ -95,3 +95,33 @@ def test_prompt_cache_is_keyed_on_the_media(worker: Any) -> None:
     assert other.prompt_tokens == media_request(worker, [0]).prompt_tokens
     missed = run(worker, other)
     assert missed.timings.cache_n == 0 and missed.tokens != cold.tokens
+
+
+def test_mixed_image_audio_and_text_batch_on_gemma4() -> None:
+    """The image-and-audio checkpoint: image, audio, image+audio and text prompts decoded together give each
+    request's solo tokens."""
+    import numpy as np
+
+    from mlxd.engine.vlm.inputs import Medium
+    from mlxd.engine.vlm.load import load_multimodal
+    from mlxd.engine.vlm.worker import make_worker
+
+    model = load_multimodal(synthetic_checkpoint("gemma4-tiny"))
+    assert model.media is not None and model.media.modalities.names() == ["vision", "audio"]
+    worker = make_worker(model, WorkerSettings(ctx_size=2048, parallel=4, warmup=False))
+    worker.start()
+    try:
+        img = Medium("image", image(0), "img0")
+        clip = Medium("audio", (np.random.RandomState(1).randn(16000) * 0.1).astype(np.float32), "clip1", 16000)
+        requests = []
+        for media in ([img], [clip], [img, clip]):
+            ids, inputs = worker.prepare(CHAT.format(MARKER * len(media)), MARKER, media).result()
+            requests.append(GenerationRequest(prompt_tokens=ids, sampling=SamplingParams(temperature=0.0),
+                                              n_predict=10, media=inputs, cache_namespace=inputs.key))
+        requests.append(text_request(model, n=10))
+        solo = [run(worker, r).tokens for r in requests]
+        assert len(set(solo)) == len(solo)
+        handles = [worker.submit(r) for r in requests]
+        assert [h.result().tokens for h in handles] == solo
+    finally:
+        worker.stop(0.0)

@@ -7,7 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, controls, offload, planning, sse, stream_sessions
+from mlxd.api import chat, controls, media_parts, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -124,4 +124,5 @@ async def chat_input_tokens(request: Request):
     body = json_object(request)
     model = served_model(request)
     _, tokens = await chat.render_off_loop(request, body, state, model, messages_of(body))
+    tokens = await media_parts.resolve(tokens, model, planning.config_value(state, "media_path", None))  # images
     return json_response({"input_tokens": len(tokens)})

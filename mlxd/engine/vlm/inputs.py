@@ -58,6 +58,7 @@ def prepare(model: MediaModel, text: str, marker: str, media: Sequence[Medium]) 
     n_markers = text.count(marker)
     if n_markers != len(media):
         raise InvalidRequest(f"number of bitmaps ({len(media)}) does not match number of markers ({n_markers})")
+    media, text = _cut_long_clips(model, list(media), text, marker)
     images = [m.data for m in media if m.kind == "image"]
     audio = [m.data for m in media if m.kind == "audio"]
     if images and not model.modalities.vision:
@@ -85,3 +86,31 @@ def prepare(model: MediaModel, text: str, marker: str, media: Sequence[Medium]) 
     tokens = [int(t) for t in (ids.tolist()[0] if hasattr(ids, "tolist") else ids[0])]
     arrays = {k: v for k, v in dict(features).items() if k not in _TEXT_KEYS and v is not None}
     return tokens, MediaInputs(key=media_key(media), arrays=arrays, n_images=len(images), n_audio=len(audio))
+
+
+def audio_window_s(model: MediaModel) -> float:
+    """The longest clip the audio tower takes in one piece (Gemma 4: 750 tokens of 40 ms), 0 when unbounded."""
+    processor = model.processor
+    n, ms = getattr(processor, "audio_seq_length", None), getattr(processor, "audio_ms_per_token", None)
+    return float(n) * float(ms) / 1000.0 if n and ms else 0.0
+
+
+def _cut_long_clips(model: MediaModel, media: list[Medium], text: str, marker: str) -> tuple[list[Medium], str]:
+    """Clips longer than the tower's window become consecutive pieces, each with its own marker (as b10621
+    splits long audio into chunks)."""
+    window = audio_window_s(model)
+    if not window or not any(m.kind == "audio" and len(m.data) > window * m.rate for m in media):
+        return media, text
+    pieces = text.split(marker)
+    out_media: list[Medium] = []
+    out_text = [pieces[0]]
+    for m, rest in zip(media, pieces[1:]):
+        if m.kind == "audio" and len(m.data) > window * m.rate:
+            step = int(window * m.rate)
+            parts = [Medium("audio", m.data[i:i + step], f"{m.digest}:{i}", m.rate)
+                     for i in range(0, len(m.data), step)]
+        else:
+            parts = [m]
+        out_media += parts
+        out_text.append(marker * len(parts) + rest)
+    return out_media, "".join(out_text)

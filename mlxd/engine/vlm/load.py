@@ -65,6 +65,7 @@ def load_multimodal(path: Path, *, name: str | None = None, image_min_tokens: in
         raise EngineError(f"model {path}: cannot load: {_describe(exc)}") from exc
     if image_min_tokens is not None or image_max_tokens is not None:
         set_image_tokens(path, processor, image_min_tokens, image_max_tokens)
+    _settle(vlm)
     view = TextView(vlm)
     size = tree_reduce(lambda acc, a: acc + a.nbytes, vlm.parameters(), 0)
     n_params = tree_reduce(lambda acc, a: acc + a.size, vlm.parameters(), 0)
@@ -99,3 +100,20 @@ def set_image_tokens(path: Path, processor: Any, low: int | None, high: int | No
         images.max_pixels = max(1, high) * per_token
     if images.min_pixels > images.max_pixels:
         raise EngineError(f"model {path}: --image-min-tokens is larger than --image-max-tokens")
+
+
+def _settle(vlm: Any) -> None:
+    """Evaluate every array the model holds, its private constants included (Gemma 4's audio tower keeps its
+    timescales as ``_inv_timescales``): an array left as a graph on the loading thread's stream cannot be computed
+    on the worker's thread later."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    arrays: list[Any] = []
+    for module in vlm.modules():
+        for value in list(module.values()) + list(vars(module).values()):
+            if isinstance(value, mx.array):
+                arrays.append(value)
+            elif isinstance(value, nn.Module):  # a submodule held outside the tree (``__new__`` helpers)
+                arrays += [v for v in list(value.values()) + list(vars(value).values()) if isinstance(v, mx.array)]
+    mx.eval(arrays)
