@@ -217,7 +217,7 @@ offline                 bool   false
 log-verbosity           int    3
 log-prefix              bool   false
 log-timestamps          bool   false
-hf-repo-draft           str?   ~           refuse why=spec
+hf-repo-draft           str?   ~
 threads-draft           int    -1          >=-1 inert
 threads-batch-draft     int    -1          >=-1 inert
 cpu-mask-draft          str    ""          refuse why=affinity
@@ -229,20 +229,20 @@ cpu-mask-batch-draft    str    ""          refuse why=affinity
 cpu-strict-batch-draft  int    0           refuse why=affinity
 prio-batch-draft        int    0           refuse why=affinity
 poll-batch-draft        int    50          inert
-cache-type-k-draft      str    f16         dom=ggml_type refuse why=spec
-cache-type-v-draft      str    f16         dom=ggml_type refuse why=spec
+cache-type-k-draft      str    f16         dom=ggml_type check=kv-type
+cache-type-v-draft      str    f16         dom=ggml_type check=kv-type
 override-tensor-draft   list   []          split refuse why=placement
 cpu-moe-draft           bool   false       acc refuse why=placement
 n-cpu-moe-draft         int    0           >=0 acc refuse why=placement
-spec-draft-n-max        int    3           refuse why=spec
-spec-draft-n-min        int    0           refuse why=spec
+spec-draft-n-max        int    3           >=0
+spec-draft-n-min        int    0           >=0
 draft-p-split           float  0.1         refuse why=spec
-draft-p-min             float  0.0         refuse why=spec
+draft-p-min             float  0.0         0..1
 spec-draft-backend-sampling bool true      inert
 device-draft            str?   ~           refuse why=device
 n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
-model-draft             str?   ~           refuse why=spec
-spec-type               list   []          split acc append inert=none why=spec
+model-draft             str?   ~
+spec-type               list   []          split acc append check=spec-type
 spec-ngram-mod-n-min    int    48          refuse why=spec
 spec-ngram-mod-n-max    int    64          refuse why=spec
 spec-ngram-mod-n-match  int    24          refuse why=spec
@@ -306,6 +306,9 @@ MLXD_HELP = {
 REASONS: dict[str, tuple[str, str]] = {
     "affinity": ("CPU affinity and thread priority belong to ggml's thread pool; MLX schedules its own threads",
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
+    "spec-type": ("only draft-simple (a draft model, -md) is implemented by mlxd; the n-gram types and the eagle3, "
+                  "mtp, dflash and dspark drafts are not yet",
+                  "use --spec-type draft-simple with -md or --spec-draft-hf, or leave it unset"),
     "spec": ("this part of speculative decoding is not yet implemented by mlxd (mlx-lm can draft and verify)",
              "leave it unset"),
     "multimodal": ("multimodal input (mlx-vlm's vision and audio towers) is not yet served by mlxd",

@@ -26,7 +26,31 @@ def worker_settings(cfg: Any, explicit: frozenset[str] | set[str] = frozenset())
         pin_cpu=cfg.worker_affinity == "auto",
         cache_type_k=cfg.cache_type_k if "cache-type-k" in explicit else None,
         cache_type_v=cfg.cache_type_v if "cache-type-v" in explicit else None,
+        cache_type_k_draft=cfg.cache_type_k_draft if "cache-type-k-draft" in explicit else None,
+        cache_type_v_draft=cfg.cache_type_v_draft if "cache-type-v-draft" in explicit else None,
+        spec_draft_n_max=cfg.spec_draft_n_max, spec_draft_n_min=cfg.spec_draft_n_min,
+        spec_draft_p_min=cfg.draft_p_min,
     )
+
+
+def _draft_model(cfg: Any) -> Any:
+    """The draft model of ``--spec-type draft-simple`` (-md or --spec-draft-hf), or None without one.
+
+    As b10621, a draft model given without --spec-type means draft-simple.
+    """
+    from mlxd.engine.loader import load_model, resolve_model_source
+
+    types = [t for t in (cfg.spec_type or []) if t != "none"]
+    wanted = cfg.model_draft or cfg.hf_repo_draft
+    if not wanted:
+        if types:
+            raise EngineError("--spec-type draft-simple needs a draft model: give -md DIR or --spec-draft-hf ORG/NAME")
+        return None
+    if cfg.spec_type and not types:  # --spec-type none given explicitly
+        return None
+    path = resolve_model_source(cfg.model_draft, cfg.hf_repo_draft, offline=cfg.offline, hf_token=cfg.hf_token,
+                                store_root=cfg.model_store_root)
+    return load_model(path)
 
 
 def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
@@ -90,7 +114,8 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             bos_token=getattr(tokenizer, "bos_token", None), eos_token=getattr(tokenizer, "eos_token", None),
         )
         sampling = defaults_from(dict(values), loaded.generation_config, explicit)
-        worker = ModelWorker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
+        worker = ModelWorker(loaded, worker_settings(cfg, explicit), lora=attach_adapters(loaded.model, adapters),
+                             draft=_draft_model(cfg))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

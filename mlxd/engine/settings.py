@@ -32,6 +32,12 @@ class WorkerSettings(BaseModel):
     cache_type_k: str | None = Field(None, description="-ctk when given: the KV cache type of keys; None = the "
                                      "checkpoint's dtype (b10621's default f16 left unset)")
     cache_type_v: str | None = Field(None, description="-ctv when given (see cache_type_k)")
+    cache_type_k_draft: str | None = Field(None, description="-ctkd when given (the draft's cache_type_k)")
+    cache_type_v_draft: str | None = Field(None, description="-ctvd when given")
+    spec_draft_n_max: int = Field(3, ge=0, description="most tokens the draft proposes per step")
+    spec_draft_n_min: int = Field(0, ge=0, description="fewest: the adaptive draft length stays at or above it")
+    spec_draft_p_min: float = Field(0.0, ge=0.0, le=1.0, description="a row stops proposing at a draft token "
+                                    "whose probability is below it (0 = never)")
     pin_cpu: bool = Field(True, description="keep the worker thread and its MLX stream thread on one CPU "
                           "(--worker-affinity auto; see engine.affinity)")
 

@@ -1,0 +1,110 @@
+"""Speculative decoding in the batch scheduler: a draft proposes for every row, the target verifies them together.
+
+The self-speculative pair: ``tiny`` with six appended layers that add nothing (the target) and ``tiny`` itself (the
+draft), which therefore proposes what the target would pick. ``tiny`` with another seed is a draft that never
+agrees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mlxd.engine.loader import load_model
+from mlxd.engine.sampling import SamplingParams
+from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.speculative import PROBE_EVERY
+from mlxd.engine.worker import ModelWorker
+from mlxd.errors import EngineError
+from tests.conftest import synthetic_checkpoint
+from tests.engine.conftest import PROMPTS, final, greedy_request
+
+PROMPTS_20 = [PROMPTS[i % len(PROMPTS)] + " again" * i for i in range(20)]
+
+
+@pytest.fixture(scope="module")
+def target() -> Any:
+    return load_model(synthetic_checkpoint("tiny", passthrough=6))
+
+
+@pytest.fixture(scope="module")
+def draft(tiny_model: Any) -> Any:
+    return tiny_model
+
+
+def _generate(model: Any, draft: Any, prompts: list[str], n: int = 32, sampling: list[Any] | None = None,
+              **settings: Any) -> tuple[list[Any], dict[str, Any] | None]:
+    worker = ModelWorker(model, WorkerSettings(ctx_size=4096, parallel=8, **settings), draft=draft)
+    worker.start()
+    try:
+        requests = [greedy_request(list(model.tokenizer.encode(p)), n) for p in prompts]
+        if sampling is not None:
+            requests = [dataclasses.replace(r, sampling=s) if s is not None else r for r, s in zip(requests, sampling)]
+        handles = [worker.submit(r) for r in requests]  # all queued at once: rows join and leave the batch
+        return [final(h) for h in handles], worker.speculative_info()
+    finally:
+        worker.stop(0.0)
+
+
+def test_greedy_with_and_without_a_draft_is_identical_on_20_concurrent_prompts(target: Any, draft: Any) -> None:
+    plain, none = _generate(target, None, PROMPTS_20)
+    spec, info = _generate(target, draft, PROMPTS_20, cache_type_k_draft="f16", cache_type_v_draft="f16")
+    assert none is None and info is not None
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    # The pair agrees, so most proposals are accepted (a row's last step may draft past its n_predict).
+    assert info["n_accepted"] > 0.7 * info["n_drafted"] > 0
+    assert sum(f.timings.draft_n for f in spec) == info["n_drafted"]
+    assert sum(f.timings.draft_n_accepted for f in spec) == info["n_accepted"]
+    assert all(f.timings.draft_n == 0 for f in plain)
+
+
+def test_a_never_agreeing_draft_stops_drafting_and_changes_nothing(target: Any) -> None:
+    other = load_model(synthetic_checkpoint("tiny", seed=1))
+    plain, _ = _generate(target, None, PROMPTS[:2], n=96)
+    spec, info = _generate(target, other, PROMPTS[:2], n=96)
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    assert info is not None and info["n_accepted"] < info["n_drafted"] / 4
+    # k falls to 0 within a few steps, then only a probe every PROBE_EVERY plain steps drafts again.
+    assert info["n_steps"] <= 8 + 96 // PROBE_EVERY
+
+
+def test_p_min_limits_what_a_row_proposes(target: Any, draft: Any) -> None:
+    plain, _ = _generate(target, None, PROMPTS[:2])
+    spec, info = _generate(target, draft, PROMPTS[:2], spec_draft_p_min=1.0)  # no draft token is that sure
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    assert info is not None and info["n_drafted"] == 0
+
+
+def test_sampling_rows_decode_without_the_draft_beside_greedy_ones(target: Any, draft: Any) -> None:
+    sampled = SamplingParams(temperature=0.8, seed=7)
+    plain, _ = _generate(target, None, PROMPTS, sampling=[None, sampled, None, None])
+    spec, _ = _generate(target, draft, PROMPTS, sampling=[None, sampled, None, None])
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+
+
+def test_a_draft_with_another_vocabulary_is_refused_naming_both_sizes(target: Any, draft: Any) -> None:
+    wider = dataclasses.replace(draft, vocab_size=4096)
+    with pytest.raises(EngineError, match=r"vocabulary \(4096 tokens\) differs from the target's \(2048 tokens\)"):
+        ModelWorker(target, WorkerSettings(ctx_size=512), draft=wider)
+
+
+def test_the_draft_comes_from_the_hub_cache(tmp_path: Path, tiny_checkpoint: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlxd.daemon.pool import _draft_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    snapshot = tmp_path / "models--acme--draft" / "snapshots" / ("0" * 40)
+    shutil.copytree(tiny_checkpoint, snapshot)
+    (tmp_path / "models--acme--draft" / "refs").mkdir()
+    (tmp_path / "models--acme--draft" / "refs" / "main").write_text("0" * 40)
+    cfg = SimpleNamespace(spec_type=[], model_draft=None, hf_repo_draft="acme/draft", offline=True, hf_token=None,
+                          model_store_root=str(tmp_path))
+    assert _draft_model(cfg).path == snapshot
+    with pytest.raises(EngineError, match="needs a draft model"):
+        _draft_model(SimpleNamespace(**{**vars(cfg), "hf_repo_draft": None, "spec_type": ["draft-simple"]}))
+    assert _draft_model(SimpleNamespace(**{**vars(cfg), "spec_type": ["none"]})) is None
