@@ -391,7 +391,7 @@ BASIS: dict[str, str] = {
     "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
     "model-url": "gguf", "docker-repo": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
-    "flash-attn": "mlx-kernel", "kv-type": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
+    "flash-attn": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.

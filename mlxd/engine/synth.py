@@ -312,7 +312,7 @@ def main(argv: list[str]) -> int:
     synth_model.add_argument("--quantize", type=int, choices=[4, 8], default=None, help="quantize to this many bits")
     synth_model.add_argument("--seed", type=int, default=0)
     synth_model.add_argument("--passthrough-layers", type=int, default=0, metavar="N",
-                             help="append N layers that add nothing (the plain preset is then an always-agreeing draft)")
+                             help="append N layers that add nothing (the plain preset is an always-agreeing draft)")
     try:
         args = parser.parse_args(argv)
     except _Done:
