@@ -86,6 +86,7 @@ class Sequence:
         self.n_drafted = 0  # draft tokens proposed for this sequence (speculative decoding)
         self.n_draft_accepted = 0
         self.n_draft_steps = 0
+        self.spec_rng: Any = None  # speculative rejection sampling's generator (engine.speculative)
         # Timings.
         self.t_prompt_start = 0.0
         self.t_prompt_ms = 0.0
