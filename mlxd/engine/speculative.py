@@ -13,8 +13,8 @@ decoding without a draft. A row that samples draws its proposals from its own ch
 keeps them by rejection sampling against the chain over the target's (``speculative_sampling``), so its tokens
 keep the request's distribution. A row whose chain draws on its own generators (mirostat, XTC, adaptive-p), asks
 for ``n_probs``, or has a constraint or a reasoning budget makes the step a plain decode step. The draft's cache
-then falls behind; the tokens it lacks (``Sequence.all_tokens[draft_len:n_past]``) are fed to it, right-padded per row, before
-it drafts again. The draft length ``k`` adapts to the batch's acceptance, down to 0 (no drafting, a probe every
+then falls behind; the tokens it lacks (``Sequence.all_tokens[draft_len:n_past]``) are fed to it, right-padded per
+row, before it drafts again. The draft length ``k`` adapts to the batch's acceptance, down to 0 (no drafting, a probe every
 ``PROBE_EVERY`` steps), so a draft that never agrees costs little.
 """
 
