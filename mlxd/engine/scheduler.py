@@ -99,6 +99,10 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self._draft_rows = DraftRows()
         self._spec_k, self._spec_idle = settings.spec_draft_n_max, 0
         if draft is not None:
+            for which, m in (("the model", model), ("the draft model", draft)):
+                if not all(kv_types.is_single(c) for c in kv_types.make_cache(m, kv_types.CHECKPOINT)):
+                    raise EngineError(f"speculative decoding with {which}'s sliding-window or recurrent layers is "
+                                      "not yet implemented by mlxd (their caches cannot drop refused proposals)")
             self.draft_kv = kv_types.fit(self.draft_kv, draft)
             for slot in self.slots.slots:
                 slot.speculative = True
