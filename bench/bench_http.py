@@ -50,7 +50,10 @@ from bench.client import async_client, complete, concurrent_round, eos_bias, str
 from bench.common import BIN, PAUSE_S, ROOT, Prompts, ScriptProcess, Server, free_port  # noqa: E402
 from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
 
-SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas")
+SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas", "llama-server")
+# b10621's llama-server (../shared/tools/llama-ref.sh builds it); it serves CHECKPOINT.gguf, the same model in GGUF
+# (../shared/fixtures/tiny-llama and tiny-llama.gguf).
+LLAMA_SERVER = Path.home() / ".cache/llama-ref/build/bin/llama-server"
 ENV_KIND = "mlxd+env:"  # mlxd-server with one more environment variable: mlxd+env:NAME=VALUE
 
 # The one-stream reference in a process of its own that stays up between turns, one line in (tokens) and one out
@@ -92,6 +95,11 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
             server.env[name] = value
         return server, "from its startup log"
     port = free_port()
+    if kind == "llama-server":
+        gguf = checkpoint.with_name(checkpoint.name + ".gguf")
+        argv = [str(LLAMA_SERVER), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", str(streams),
+                "-c", str(streams * ctx_slot)]
+        return Server(kind, argv, log, base_url=f"http://127.0.0.1:{port}"), "ggml's own CPU kernels"
     argv = [sys.executable, "-m", "mlx_lm.server", "--model", str(checkpoint), "--host", "127.0.0.1",
             "--port", str(port), "--decode-concurrency", str(streams), "--prompt-concurrency", str(streams),
             "--log-level", "WARNING"]

@@ -37,12 +37,14 @@ def _recipe_key(preset: str, seed: int) -> str:
     return digest.hexdigest()[:12]
 
 
-def synthetic_checkpoint(preset: str = "tiny", seed: int = 0) -> Path:
-    """The synthetic checkpoint for ``preset``/``seed``, made once and kept under .cache/test-models/."""
-    out = TEST_MODELS / f"{preset}-seed{seed}-{_recipe_key(preset, seed)}"
+def synthetic_checkpoint(preset: str = "tiny", seed: int = 0, passthrough: int = 0) -> Path:
+    """The synthetic checkpoint for ``preset``/``seed`` (with ``passthrough`` do-nothing layers appended), made
+    once and kept under .cache/test-models/."""
+    extra = f"-pass{passthrough}" if passthrough else ""
+    out = TEST_MODELS / f"{preset}{extra}-seed{seed}-{_recipe_key(preset, seed)}"
     if not (out / "config.json").exists():
         try:
-            synth.make_checkpoint(out, preset=preset, seed=seed)
+            synth.make_checkpoint(out, preset=preset, seed=seed, passthrough=passthrough)
         except FileExistsError:
             if not (out / "config.json").exists():
                 raise

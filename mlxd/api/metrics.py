@@ -62,6 +62,7 @@ class ServerMetrics:
         self.requests_processing = 0
         self.requests_deferred = 0
         self.requests_total: dict[str, int] = {}
+        self.draft_tokens = self.draft_accepted = self.draft_steps = 0  # speculative decoding
         # the window since the last scrape, for the throughput gauges
         self._bucket = [0, 0.0, 0, 0.0]  # prompt tokens, prompt seconds, predicted tokens, predicted seconds
         self.config_hash = ""
@@ -96,6 +97,11 @@ class ServerMetrics:
         t = final.timings
         self.on_prompt(t.prompt_n, t.prompt_ms / 1e3, t.cache_n)
         self.on_predicted(t.predicted_n, t.predicted_ms / 1e3, final.n_prompt_tokens + t.predicted_n)
+        if getattr(t, "draft_n", 0):
+            with self._lock:
+                self.draft_tokens += t.draft_n
+                self.draft_accepted += t.draft_n_accepted
+                self.draft_steps += t.draft_steps
 
     def follow(self, worker: Any) -> None:
         """Count ``worker``'s forward passes (its ``decode_counter``, engine.counters) from now on; idempotent.
@@ -145,9 +151,9 @@ class ServerMetrics:
                 "tokens_predicted_seconds_total": self.tokens_predicted_seconds,
                 "n_decode_total": n_decode,
                 "n_tokens_max": self.n_tokens_max,
-                "spec_decode_num_draft_tokens_total": 0,
-                "spec_decode_num_accepted_tokens_total": 0,
-                "spec_decode_num_drafts_total": 0,
+                "spec_decode_num_draft_tokens_total": self.draft_tokens,
+                "spec_decode_num_accepted_tokens_total": self.draft_accepted,
+                "spec_decode_num_drafts_total": self.draft_steps,
                 "prompt_tokens_seconds": p_tok / p_sec if p_sec > 0 else 0.0,
                 "predicted_tokens_seconds": g_tok / g_sec if g_sec > 0 else 0.0,
                 "requests_processing": self.requests_processing,

@@ -220,7 +220,7 @@ offline                 bool   false
 log-verbosity           int    3 effect=logging
 log-prefix              bool   false effect=logging
 log-timestamps          bool   false effect=logging
-hf-repo-draft           str?   ~           refuse why=spec
+hf-repo-draft           str?   ~
 threads-draft           int    -1          >=-1 inert
 threads-batch-draft     int    -1          >=-1 inert
 cpu-mask-draft          str    ""          refuse why=affinity
@@ -232,20 +232,20 @@ cpu-mask-batch-draft    str    ""          refuse why=affinity
 cpu-strict-batch-draft  int    0           refuse why=affinity
 prio-batch-draft        int    0           refuse why=affinity
 poll-batch-draft        int    50          inert
-cache-type-k-draft      str    f16         dom=ggml_type refuse why=spec
-cache-type-v-draft      str    f16         dom=ggml_type refuse why=spec
+cache-type-k-draft      str    f16         dom=ggml_type check=kv-type
+cache-type-v-draft      str    f16         dom=ggml_type check=kv-type
 override-tensor-draft   list   []          split refuse why=placement
 cpu-moe-draft           bool   false       acc refuse why=placement
 n-cpu-moe-draft         int    0           >=0 acc refuse why=placement
-spec-draft-n-max        int    3           refuse why=spec
-spec-draft-n-min        int    0           refuse why=spec
+spec-draft-n-max        int    3           >=0
+spec-draft-n-min        int    0           >=0
 draft-p-split           float  0.1         refuse why=spec
-draft-p-min             float  0.0         refuse why=spec
+draft-p-min             float  0.0         0..1
 spec-draft-backend-sampling bool true      inert
 device-draft            str?   ~           refuse why=device
 n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
-model-draft             str?   ~           refuse why=spec
-spec-type               list   []          split acc append inert=none why=spec
+model-draft             str?   ~
+spec-type               list   []          split acc append check=spec-type
 spec-ngram-mod-n-min    int    48          refuse why=spec
 spec-ngram-mod-n-max    int    64          refuse why=spec
 spec-ngram-mod-n-match  int    24          refuse why=spec
@@ -333,6 +333,9 @@ MLXD_HELP = {
 REASONS: dict[str, tuple[str, str]] = {
     "affinity": ("CPU affinity and thread priority belong to ggml's thread pool; MLX schedules its own threads",
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
+    "spec-type": ("only draft-simple (a draft model, -md) is implemented by mlxd; the n-gram types and the eagle3, "
+                  "mtp, dflash and dspark drafts are not yet",
+                  "use --spec-type draft-simple with -md or --spec-draft-hf, or leave it unset"),
     "spec": ("this part of speculative decoding is not yet implemented by mlxd (mlx-lm can draft and verify)",
              "leave it unset"),
     "multimodal": ("an MLX multimodal checkpoint holds its own vision and audio towers and projector, which mlxd "
@@ -411,7 +414,7 @@ BASIS: dict[str, str] = {
     "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
     "model-url": "gguf", "docker-repo": "gguf", "multimodal": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
-    "flash-attn": "mlx-kernel", "kv-type": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
+    "flash-attn": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
 }
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.

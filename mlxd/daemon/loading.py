@@ -14,6 +14,26 @@ if TYPE_CHECKING:
 log = logging.getLogger("mlxd.daemon.loading")
 
 
+def _draft_model(cfg: Any) -> Any:
+    """The draft model of ``--spec-type draft-simple`` (-md or --spec-draft-hf), or None without one.
+
+    As b10621, a draft model given without --spec-type means draft-simple.
+    """
+    from mlxd.engine.loader import load_model, resolve_model_source
+
+    types = [t for t in (cfg.spec_type or []) if t != "none"]
+    wanted = cfg.model_draft or cfg.hf_repo_draft
+    if not wanted:
+        if types:
+            raise EngineError("--spec-type draft-simple needs a draft model: give -md DIR or --spec-draft-hf ORG/NAME")
+        return None
+    if cfg.spec_type and not types:  # --spec-type none given explicitly
+        return None
+    path = resolve_model_source(cfg.model_draft, cfg.hf_repo_draft, offline=cfg.offline, hf_token=cfg.hf_token,
+                                store_root=cfg.model_store_root)
+    return load_model(path)
+
+
 def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
     """Load the configured model and start its worker; None in router mode (the pool loads router models)."""
     if resolved.is_router:
@@ -84,7 +104,8 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
             jinja=cfg.jinja,
         )
         sampling = defaults_from(dict(values), explicit)
-        worker = make_worker(loaded, WorkerSettings.of(cfg, explicit), lora=attach_adapters(loaded.model, adapters))
+        worker = make_worker(loaded, WorkerSettings.of(cfg, explicit), lora=attach_adapters(loaded.model, adapters),
+                             draft=_draft_model(cfg))
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error

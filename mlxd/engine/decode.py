@@ -39,12 +39,16 @@ class Decoding:
     _bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None]
     _accept: Callable[..., bool]
     _retire: Callable[[list[int]], None]
+    draft: Any
+    _speculate: Callable[[], bool]
 
     def _decode(self) -> None:
         batch = self.batch
         if self.settings.context_shift:
             for slot in [s for s in batch.slots if s.seq is not None and s.seq.n_past + 1 >= s.n_ctx]:
                 self._shift(slot)
+        if self.draft is not None and self._speculate():
+            return
         pipelined = all(s.seq.plain_greedy for s in batch.slots if s.seq is not None)
         if not pipelined and any(batch.awaiting):
             self._settle()
@@ -88,7 +92,14 @@ class Decoding:
     def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
         """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy
         path computes it (in float32; adding 0 leaves an unbiased logit as it was)."""
-        key, width = tuple(seqs), logits.shape[-1]
+        rows = self._bias_for(seqs, logits.shape[-1])
+        if rows is None:
+            return mx.argmax(logits, axis=-1)
+        return mx.argmax(logits.astype(mx.float32) + rows, axis=-1)
+
+    def _bias_for(self, seqs: list[Any], width: int) -> mx.array | None:
+        """The rows' logit biases [B, V] (None when no row has one), rebuilt only when the rows change."""
+        key = tuple(seqs)
         if self._bias_rows[1] != width or len(key) != len(self._bias_rows[0]) or any(
             a is not b for a, b in zip(key, self._bias_rows[0])
         ):
@@ -101,10 +112,7 @@ class Decoding:
                             host[r, token] += value
                 rows = mx.array(host)
             self._bias_rows = (key, width, rows)
-        rows = self._bias_rows[2]
-        if rows is None:
-            return mx.argmax(logits, axis=-1)
-        return mx.argmax(logits.astype(mx.float32) + rows, axis=-1)
+        return self._bias_rows[2]
 
     def _shift(self, slot: Slot) -> None:
         """Make room in a full slot (``--context-shift``): its row leaves the batch and comes back shifted."""

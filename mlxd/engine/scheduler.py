@@ -33,6 +33,7 @@ from mlxd.engine.lora import LoraSet
 from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
+from mlxd.engine.speculative import DraftRows, SpecConfig, SpecStats, Speculating
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Resident, Slot, SlotRegistry, common_prefix
 from mlxd.engine.types import ErrorEvent
@@ -58,7 +59,7 @@ class BadInput(ValueError):
     """A request the worker found unusable after admission (for example a token id outside the vocabulary)."""
 
 
-class Scheduler(PromptProcessing, Decoding):
+class Scheduler(PromptProcessing, Speculating, Decoding):
     """The batch state of one model; every method runs on the worker thread."""
 
     def __init__(
@@ -73,6 +74,7 @@ class Scheduler(PromptProcessing, Decoding):
         bos_id: int | None = None,
         constraints: Any = None,
         encode: Callable[[str], list[int]] | None = None,
+        draft: nn.Module | None = None,
     ) -> None:
         self.model = model
         self.encode = encode  # text to token ids, for what a reasoning budget forces
@@ -89,6 +91,25 @@ class Scheduler(PromptProcessing, Decoding):
         self.kv_type = kv_types.fit(kv_types.resolve(
             settings.cache_type_k or "f16", settings.cache_type_v or "f16",
             explicit=settings.cache_type_k is not None or settings.cache_type_v is not None), model)
+        # Speculative decoding (--spec-type draft-simple with -md): the draft model and its own cache type.
+        self.draft = draft
+        self.draft_kv = kv_types.resolve(settings.cache_type_k_draft or "f16", settings.cache_type_v_draft or "f16",
+                                         explicit=bool(settings.cache_type_k_draft or settings.cache_type_v_draft))
+        self.spec = SpecConfig(settings.spec_draft_n_max, settings.spec_draft_n_min, settings.draft_p_min)
+        self.spec_stats = SpecStats()
+        self._draft_rows = DraftRows()
+        self._spec_k, self._spec_idle = settings.spec_draft_n_max, 0
+        if draft is not None:
+            for which, m in (("the model", model), ("the draft model", draft)):
+                if not all(kv_types.is_single(c) for c in kv_types.make_cache(m, kv_types.CHECKPOINT)):
+                    raise EngineError(f"speculative decoding with {which}'s sliding-window or recurrent layers is "
+                                      "not yet implemented by mlxd (their caches cannot drop refused proposals)")
+            self.draft_kv = kv_types.fit(self.draft_kv, draft)
+            for slot in self.slots.slots:
+                slot.speculative = True
+            if settings.context_shift:
+                raise EngineError("--context-shift with a draft model is not yet implemented by mlxd; use "
+                                  "--no-context-shift")
         if settings.context_shift and self.kv_type.bits is not None:
             raise EngineError(f"--context-shift with a {self.kv_type.name} KV cache is not yet implemented by mlxd "
                               "(shifting re-rotates float keys); use --no-context-shift or an f16 cache")
@@ -141,6 +162,7 @@ class Scheduler(PromptProcessing, Decoding):
             slot.resident = slot.kv = None
         self.prompt_cache = PromptCache(0)
         self.batch = DecodeBatch()
+        self._draft_rows = DraftRows()
         self._bias_rows = ((), 0, None)
 
     def cancel_all(self, message: str) -> None:

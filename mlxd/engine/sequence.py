@@ -83,6 +83,10 @@ class Sequence:
         self.stop_type: StopType = "none"
         self.stopping_word = ""
         self.failed = False
+        self.n_drafted = 0  # draft tokens proposed for this sequence (speculative decoding)
+        self.n_draft_accepted = 0
+        self.n_draft_steps = 0
+        self.spec_rng: Any = None  # speculative rejection sampling's generator (engine.speculative)
         # Timings.
         self.t_prompt_start = 0.0
         self.t_prompt_ms = 0.0
@@ -203,6 +207,9 @@ class Sequence:
             prompt_ms=self.t_prompt_ms,
             predicted_n=self.n_decoded,
             predicted_ms=gen_ms,
+            draft_n=self.n_drafted,
+            draft_n_accepted=self.n_draft_accepted,
+            draft_steps=self.n_draft_steps,
         )
         return FinalEvent(
             text=self.text,

@@ -51,6 +51,11 @@ class WorkerSettings(BaseModel):
     # checkpoint's dtype (None) keeps greedy tokens those of the model as trained.
     cache_type_k: str | None = None
     cache_type_v: str | None = None
+    cache_type_k_draft: str | None = None  # -ctkd / -ctvd when given: the draft's cache types
+    cache_type_v_draft: str | None = None
+    spec_draft_n_max: int = _default("spec-draft-n-max")  # most tokens the draft proposes per step
+    spec_draft_n_min: int = _default("spec-draft-n-min")  # fewest: the adaptive draft length stays at or above it
+    draft_p_min: float = _default("draft-p-min")  # a row stops proposing at a draft token less probable (0 = never)
     # Not an option: requests that may wait for a slot before new ones are refused.
     queue_max: int = 256
 
@@ -59,7 +64,7 @@ class WorkerSettings(BaseModel):
         """The worker's slice of a Config: every field that names an option, copied by name (the cache types only
         when they are among the ``given`` option names)."""
         values = {name: getattr(cfg, name) for name in cls.model_fields if name != "queue_max"}
-        for name in ("cache_type_k", "cache_type_v"):
+        for name in ("cache_type_k", "cache_type_v", "cache_type_k_draft", "cache_type_v_draft"):
             if name.replace("_", "-") not in given:
                 values[name] = None
         return cls(**values)

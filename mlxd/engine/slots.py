@@ -48,6 +48,7 @@ class Slot:
     kv: list[Any] | None = None  # the running request's cache while its prompt is processed
     resident: Resident | None = None
     t_last_used: float = field(default_factory=time.monotonic)
+    speculative: bool = False  # the worker has a draft model (b10621's /slots "speculative")
 
     @property
     def is_processing(self) -> bool:
@@ -59,7 +60,7 @@ class Slot:
         out: dict[str, Any] = {
             "id": self.id,
             "n_ctx": self.n_ctx,
-            "speculative": False,
+            "speculative": self.speculative,
             "is_processing": running is not None,
         }
         seq = running or last

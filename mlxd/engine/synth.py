@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -187,10 +187,13 @@ def make_checkpoint(
     dtype: Dtype = "float32",
     quantize: int | None = None,
     seed: int = 0,
+    passthrough: int = 0,
 ) -> Path:
     """Write a synthetic checkpoint to ``out_dir`` (created; must not hold anything yet) and return its path.
 
     The same arguments in the same environment (Python's standard library, mlx, tokenizers) give the same bytes.
+    ``passthrough`` appends that many layers that add nothing to the residual stream (zero output projections):
+    the preset's own checkpoint, same seed, is then a draft whose every proposal the target accepts.
     The files are written next to ``out_dir`` first and moved into place whole, so a reader never sees half.
     """
     if synth_vlm.is_preset(preset):  # the multimodal presets (float32, mlx-vlm's model classes)
@@ -210,7 +213,7 @@ def make_checkpoint(
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     try:
-        _write(staging, shape, preset, dtype, quantize, seed)
+        _write(staging, shape, preset, dtype, quantize, seed, passthrough)
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -223,7 +226,8 @@ def make_checkpoint(
     return out
 
 
-def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int) -> None:
+def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int,
+           passthrough: int = 0) -> None:
     """Every file of the checkpoint, into ``staging``."""
     import mlx.core as mx
     from mlx.utils import tree_unflatten
@@ -234,9 +238,15 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
     synth_tokenizer.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
     ids = synth_tokenizer.added_token_ids(tokenizer)
 
+    weights = make_weights(shape, seed)
+    if passthrough:  # layers L.. whose attention and MLP write zeros: the residual passes through unchanged
+        extra = replace(shape, num_hidden_layers=shape.num_hidden_layers + passthrough)
+        for name, size in _weight_shapes(extra).items():
+            if name not in weights:
+                weights[name] = mx.ones(size) if name.endswith("norm.weight") else mx.zeros(size)
+        shape = extra
     config = model_config(shape, ids, dtype)
     model = qwen3.Model(qwen3.ModelArgs.from_dict(config))
-    weights = make_weights(shape, seed)
     if dtype == "bfloat16":
         weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
     model.update(tree_unflatten(list(weights.items())))
@@ -248,6 +258,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
         "seed": seed,
         "dtype": dtype,
         "quantize": quantize,
+        "passthrough_layers": passthrough,
         "shape": asdict(shape),
         "tokenizer_corpus": {"files": corpus.files, "chars": corpus.chars},
     }
@@ -302,6 +313,8 @@ def main(argv: list[str]) -> int:
     synth_model.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     synth_model.add_argument("--quantize", type=int, choices=[4, 8], default=None, help="quantize to this many bits")
     synth_model.add_argument("--seed", type=int, default=0)
+    synth_model.add_argument("--passthrough-layers", type=int, default=0, metavar="N",
+                             help="append N layers that add nothing (the plain preset is an always-agreeing draft)")
     try:
         args = parser.parse_args(argv)
     except _Done:
@@ -313,7 +326,8 @@ def main(argv: list[str]) -> int:
         return 2
     started = time.perf_counter()
     try:
-        path = make_checkpoint(args.out_dir, args.preset, args.dtype, args.quantize, args.seed)
+        path = make_checkpoint(args.out_dir, args.preset, args.dtype, args.quantize, args.seed,
+                               args.passthrough_layers)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"mlxd dev synth-model: error: {exc}", file=sys.stderr)
         return 1

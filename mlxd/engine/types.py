@@ -46,6 +46,9 @@ class Timings:
     prompt_ms: float
     predicted_n: int
     predicted_ms: float
+    draft_n: int = 0  # speculative decoding: tokens the draft proposed, and how many the target accepted
+    draft_n_accepted: int = 0
+    draft_steps: int = 0  # verification steps that checked this sequence's proposals (not rendered)
 
     @property
     def prompt_per_second(self) -> float:

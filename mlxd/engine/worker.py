@@ -28,6 +28,7 @@ from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Slot
+from mlxd.engine.speculative import check_draft
 from mlxd.engine.threads import release_streams, wait_os_thread_exit
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
 from mlxd.engine.warmup import warm_up
@@ -44,14 +45,19 @@ class ModelWorker:
     scheduler_class = Scheduler  # engine.vlm's worker puts its multimodal scheduler here
 
     def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None,
-                 lora: LoraSet | None = None) -> None:
+                 lora: LoraSet | None = None, draft: Any = None) -> None:
         if settings.context_shift:
             reason = context_shift.unsupported_reason(loaded.model)
             if reason is not None:
                 raise EngineError(
                     f"--context-shift is not supported for {loaded.name}: {reason}; use --no-context-shift"
                 )
+        if draft is not None:  # refused before serving: the draft must speak the target's vocabulary
+            reason = check_draft(int(loaded.vocab_size), int(draft.vocab_size))
+            if reason is not None:
+                raise EngineError(f"draft model {draft.name}: {reason}")
         self.loaded = loaded
+        self.draft = draft
         self.settings = settings
         self.n_ctx_slot = settings.n_ctx_slot(int(loaded.n_ctx_train))
         eos = set(int(t) for t in loaded.eos_token_ids)
@@ -70,6 +76,7 @@ class ModelWorker:
             getattr(loaded.tokenizer, "bos_token_id", None),
             self.constraints,
             encode=lambda text: list(loaded.tokenizer.encode(text, add_special_tokens=False)),
+            draft=draft.model if draft is not None else None,
         )
         # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
         self.lora = lora if lora is not None else LoraSet.empty()
@@ -90,6 +97,8 @@ class ModelWorker:
         """Start the worker thread, after the warmup run unless ``--no-warmup``; requests are accepted from now on."""
         if self._thread is None and self.settings.warmup:
             warm_up(self.loaded)
+            if self.draft is not None:
+                warm_up(self.draft)
         with self._cv:
             if self._thread is not None:
                 return
@@ -117,6 +126,15 @@ class ModelWorker:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._accepting
+
+    def speculative_info(self) -> dict[str, Any] | None:
+        """The draft model and the drafted and accepted totals (None without a draft), for ``/props``."""
+        if self.draft is None:
+            return None
+        stats = self.scheduler.spec_stats
+        return {"type": "draft-simple", "draft_model": str(self.draft.path), "n_max": self.settings.spec_draft_n_max,
+                "n_min": self.settings.spec_draft_n_min, "p_min": self.settings.draft_p_min,
+                "n_drafted": stats.drafted, "n_accepted": stats.accepted, "n_steps": stats.steps}
 
     def kv_cache_info(self) -> dict[str, Any]:
         """The KV cache type and its memory per token and per slot (for ``/props``)."""

@@ -201,6 +201,12 @@ class TimingsOut(BaseModel):
     predicted_ms: float
     predicted_per_token_ms: float
     predicted_per_second: float
+    draft_n: int | None = None  # b10621 adds both only when a draft proposed tokens
+    draft_n_accepted: int | None = None
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        """Without the draft counts unless a draft proposed tokens, as b10621's ``timings``."""
+        return super().model_dump(**kwargs, exclude_none=True)
 
 
 class TopProb(BaseModel):

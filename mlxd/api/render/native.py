@@ -19,7 +19,10 @@ from mlxd.schemas.completion import (
 
 def timings_out(t: Timings) -> TimingsOut:
     """The ``timings`` object of b10621 (per-token and per-second rates derived from the counts)."""
+    # b10621 adds the draft counts only when a draft proposed tokens (left unset otherwise, so never rendered).
+    drafts = {"draft_n": t.draft_n, "draft_n_accepted": t.draft_n_accepted} if t.draft_n > 0 else {}
     return TimingsOut(
+        **drafts,
         cache_n=t.cache_n,
         prompt_n=t.prompt_n,
         prompt_ms=t.prompt_ms,

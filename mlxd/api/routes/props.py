@@ -54,7 +54,7 @@ def default_params(state: ServingState, model: ServedModel) -> dict[str, Any]:
             "reasoning_in_content": False,
             "generation_prompt": "",
             "samplers": list(getattr(sp, "samplers", ())),
-            "speculative.types": "none",
+            "speculative.types": "draft-simple" if model.worker.speculative_info() else "none",
             "timings_per_token": False,
             "post_sampling_probs": bool(getattr(sp, "post_sampling_probs", False)),
             "backend_sampling": False,
@@ -106,6 +106,9 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
     kv = model.worker.kv_cache_info()
     if kv["explicit"]:  # mlxd's own key, only where -ctk/-ctv is set: b10621's /props has no KV cache report
         body["kv_cache"] = kv
+    spec = model.worker.speculative_info()
+    if spec is not None:  # mlxd's own key, only with a draft model: drafted and accepted totals
+        body["speculative"] = spec
     if template is not None and template.tool_use_source:
         body["chat_template_tool_use"] = template.tool_use_source
     return body

@@ -1,0 +1,293 @@
+"""Speculative decoding inside continuous batching (``--spec-type draft-simple``, ``-md``): a draft model proposes
+up to ``k`` tokens for every row of the decode batch, and the target verifies all rows' proposals in one forward
+pass of ``k + 1`` tokens per row.
+
+mlx-lm's ``speculative_generate_step`` does this for one sequence, which is why ``mlx_lm.server`` turns batching
+off for a draft model. Here each row keeps its own acceptance: the target's cache keeps, per row, the pending token
+and the proposals it accepted, and drops the rest. When every row drops the same number of entries that is a plain
+``trim``; otherwise the batch cache's right-padding roll (``finalize``, as prompt processing uses it) moves each
+row's dropped entries into its left padding, where the attention mask hides them.
+
+A greedy row keeps the leading proposals that equal the target's argmax, so its tokens are exactly those of
+decoding without a draft. A row that samples draws its proposals from its own chain over the draft's logits and
+keeps them by rejection sampling against the chain over the target's (``speculative_sampling``), so its tokens
+keep the request's distribution. A row whose chain draws on its own generators (mirostat, XTC, adaptive-p), asks
+for ``n_probs``, or has a constraint or a reasoning budget makes the step a plain decode step. The draft's cache
+then falls behind; the tokens it lacks (``Sequence.all_tokens[draft_len:n_past]``) are fed to it, right-padded per
+row, before it drafts again. The draft length ``k`` adapts to the batch's acceptance, down to 0 (no drafting, a probe every
+``PROBE_EVERY`` steps), so a draft that never agrees costs little.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import mlx.core as mx
+import numpy as np
+
+from mlxd.engine import kv_types
+from mlxd.engine import speculative_sampling as rs
+from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.slots import Slot
+
+log = logging.getLogger("mlxd.engine.speculative")
+
+PROBE_EVERY = 32  # plain steps between one-token probes while k is 0
+
+
+@dataclass
+class SpecConfig:
+    """What ``--spec-draft-*`` sets."""
+
+    n_max: int = 3
+    n_min: int = 0
+    p_min: float = 0.0
+
+
+@dataclass
+class SpecStats:
+    """Totals for /props, /slots and /metrics (b10621's spec_decode_* counters)."""
+
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0
+
+
+@dataclass
+class DraftRows:
+    """The draft model's batched cache, one row per decode-batch row (reconciled at the start of each step)."""
+
+    slots: list[Slot] = field(default_factory=list)
+    cache: list[Any] | None = None
+    lens: list[int] = field(default_factory=list)  # tokens in each row's draft cache
+
+    def clear(self) -> None:
+        self.slots, self.cache, self.lens = [], None, []
+
+
+class Speculating:
+    """The speculative decode step; a mixin of ``Scheduler``."""
+
+    # Provided by the Scheduler this is mixed into.
+    model: Callable[..., mx.array]
+    batch: DecodeBatch
+    draft: Any  # the draft nn.Module, or None
+    draft_kv: kv_types.KvType
+    spec: SpecConfig
+    spec_stats: SpecStats
+    _draft_rows: DraftRows
+    _spec_k: int
+    _spec_idle: int
+    _steps: int
+    _accept: Callable[..., bool]
+    _retire: Callable[[list[int]], None]
+    _settle: Callable[[], None]
+    _bias_for: Callable[[list[Any], int], mx.array | None]
+
+    def _speculate(self) -> bool:
+        """Run one speculative step for the whole batch; False when this step should decode plainly."""
+        batch = self.batch
+        seqs = [s.seq for s in batch.slots]
+        if self.spec.n_max == 0 or not all(q is not None and (q.plain_greedy or rs.eligible(q)) for q in seqs):
+            return False
+        sampled = [i for i, q in enumerate(seqs) if q is not None and not q.plain_greedy]
+        if self._spec_k == 0:
+            self._spec_idle += 1
+            if self._spec_idle < PROBE_EVERY:
+                return False
+            self._spec_idle = 0
+        k = max(1, self._spec_k)
+        if any(batch.awaiting):
+            self._settle()
+            if not len(batch):
+                return True
+        self._sync_draft_rows()
+        self._steps += 1
+        pending = batch.tokens
+        assert pending is not None and self._draft_rows.cache is not None
+        drafts, probs, qs = self._draft(pending, k, sampled)
+        verify = mx.concatenate([pending[:, None].astype(mx.uint32), drafts], axis=1)
+        logits = self.model(verify, cache=batch.cache)
+        rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
+        bias = self._bias_for([s.seq for s in batch.slots], logits.shape[-1])
+        if bias is not None:
+            logits = logits.astype(mx.float32) + bias[:, None, :]
+        targets = mx.argmax(logits, axis=-1)
+        outs: list[Any] = [drafts, targets] + ([probs] if probs is not None else []) + ([rows] if sampled else [])
+        mx.eval(outs)
+        d_host, t_host = drafts.tolist(), targets.tolist()
+        p_host = probs.tolist() if probs is not None else None
+        chosen: dict[int, tuple[list[int], int]] = {}  # sampling rows: (tokens to emit, proposals kept)
+        if rows is not None:
+            host = np.array(rows, copy=False)
+            for r, i in enumerate(sampled):
+                seq = batch.slots[i].seq
+                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], k, _rng(seq))  # type: ignore[union-attr]
+        done: list[int] = []
+        keep: list[int] = []  # proposals each row keeps in the target's cache
+        last: list[int] = []  # each row's next input: the last token it emitted
+        drafted = accepted = 0
+        for i, slot in enumerate(batch.slots):
+            seq = slot.seq
+            assert seq is not None
+            offered = k
+            if i in chosen:
+                tokens, agreed = chosen[i]
+            else:
+                if p_host is not None:  # --spec-draft-p-min: a row stops proposing at its first unsure token
+                    offered = next((j for j in range(k) if p_host[i][j] < self.spec.p_min), k)
+                agreed = 0
+                while agreed < offered and d_host[i][agreed] == t_host[i][agreed]:
+                    agreed += 1
+                tokens = t_host[i][: agreed + 1]
+            used = agreed
+            for j in range(agreed + 1):
+                if not self._accept(slot, tokens[j]):
+                    used = j
+                    done.append(i)
+                    break
+            seq.n_past += used + 1
+            seq.n_drafted += offered
+            seq.n_draft_steps += 1
+            seq.n_draft_accepted += min(agreed, used)
+            drafted += offered
+            accepted += min(agreed, used)
+            keep.append(used)
+            last.append(tokens[used])
+        _roll_back(batch.cache, [k - u for u in keep], batch.solo)
+        rows = self._draft_rows
+        kept_d = [min(u, k - 1) for u in keep]
+        _roll_back(rows.cache, [(k - 1) - u for u in kept_d], False)
+        rows.lens = [n + 1 + u for n, u in zip(rows.lens, kept_d)]
+        batch.tokens = mx.array(last, dtype=mx.uint32)
+        batch.awaiting = [False] * len(batch)
+        self.spec_stats.drafted += drafted
+        self.spec_stats.accepted += accepted
+        self.spec_stats.steps += 1
+        self._adapt(accepted, drafted)
+        if done:
+            self._retire(done)
+        return True
+
+    def _adapt(self, accepted: int, drafted: int) -> None:
+        """Grow k while the batch accepts every proposal, shrink it while it accepts fewer than half."""
+        k = max(1, self._spec_k)
+        if drafted == 0:  # every row's draft was below --spec-draft-p-min
+            self._spec_k = max(k - 1, self.spec.n_min, 0)
+            return
+        if accepted == drafted:
+            k = min(k + 1, self.spec.n_max)
+        elif 2 * accepted < drafted:
+            k -= 1
+        self._spec_k = max(k, self.spec.n_min, 0)
+
+    def _draft(self, pending: mx.array, k: int, sampled: list[int]
+               ) -> tuple[mx.array, mx.array | None, dict[int, list[np.ndarray]]]:
+        """``k`` proposals per row [B, k]: greedy rows' argmax, sampling rows' draws from their chain (with those
+        draws' distributions); and the draft probabilities when --spec-draft-p-min is set. The tokens the draft's
+        cache lacks go in first, right-padded per row."""
+        rows, batch = self._draft_rows, self.batch
+        assert rows.cache is not None
+        lags = [s.seq.all_tokens[n : s.seq.n_past] for s, n in zip(batch.slots, rows.lens)]  # type: ignore[union-attr]
+        longest = max(len(lag) for lag in lags) + 1
+        if longest == 1:
+            logits = self.draft(pending[:, None], cache=rows.cache)[:, -1, :]
+        else:
+            pads = [longest - 1 - len(lag) for lag in lags]
+            host = pending.tolist()
+            tokens = mx.array([lag + [host[i]] + [0] * pads[i] for i, lag in enumerate(lags)], dtype=mx.uint32)
+            for c in rows.cache:
+                c.prepare(right_padding=pads)
+            full = self.draft(tokens, cache=rows.cache)
+            for c in rows.cache:
+                c.finalize()
+            last = mx.array([longest - 1 - p for p in pads])
+            logits = mx.take_along_axis(full, last[:, None, None], axis=1)[:, 0, :]
+            rows.lens = [n + len(lag) for n, lag in zip(rows.lens, lags)]
+        want_p = self.spec.p_min > 0
+        out, probs = [], []
+        forks = {i: rs.fork(batch.slots[i].seq.sampler) for i in sampled}  # type: ignore[union-attr]
+        qs: dict[int, list[np.ndarray]] = {i: [] for i in sampled}
+        for j in range(k):
+            token = mx.argmax(logits, axis=-1)
+            if sampled:  # their proposals come from the host: one read-back per draft step
+                host = np.array(logits[mx.array(sampled)].astype(mx.float32))
+                picks = token.tolist()
+                for r, i in enumerate(sampled):
+                    picks[i], q = rs.propose(forks[i], host[r], _rng(batch.slots[i].seq))
+                    qs[i].append(q)
+                token = mx.array(picks)
+            out.append(token)
+            if want_p:
+                probs.append(mx.softmax(logits.astype(mx.float32), axis=-1).max(axis=-1))
+            if j + 1 < k:
+                logits = self.draft(token[:, None].astype(mx.uint32), cache=rows.cache)[:, -1, :]
+        drafts = mx.stack(out, axis=1).astype(mx.uint32)
+        return drafts, (mx.stack(probs, axis=1) if want_p else None), qs
+
+    def _sync_draft_rows(self) -> None:
+        """Make the draft's rows the decode batch's rows, in its order: gone rows dropped, new ones added empty."""
+        rows, slots = self._draft_rows, self.batch.slots
+        ids = [s.id for s in slots]
+        if [s.id for s in rows.slots] == ids:
+            return
+        kept = [i for i, s in enumerate(rows.slots) if s.id in ids]
+        if rows.cache is not None and len(kept) != len(rows.slots):
+            if kept:
+                for c in rows.cache:
+                    c.filter(kept)
+                rows.slots = [rows.slots[i] for i in kept]
+                rows.lens = [rows.lens[i] for i in kept]
+            else:
+                rows.clear()
+        for slot in slots:
+            if slot.id in [s.id for s in rows.slots]:
+                continue
+            fresh = [c.merge([c]) for c in kv_types.make_cache(self.draft, self.draft_kv)]
+            if rows.cache is None:
+                rows.cache = fresh
+            else:
+                for mine, theirs in zip(rows.cache, fresh):
+                    mine.extend(theirs)
+            rows.slots.append(slot)
+            rows.lens.append(0)
+        have = [s.id for s in rows.slots]
+        order = [have.index(i) for i in ids]
+        if order != list(range(len(order))):
+            assert rows.cache is not None
+            for c in rows.cache:
+                c.filter(order)
+            rows.slots = [rows.slots[i] for i in order]
+            rows.lens = [rows.lens[i] for i in order]
+
+
+def _rng(seq: Any) -> np.random.Generator:
+    """The sequence's generator for proposals and acceptance draws, seeded from its request's seed."""
+    if seq.spec_rng is None:
+        seq.spec_rng = np.random.default_rng(seq.sampler.seed)
+    return seq.spec_rng
+
+
+def _roll_back(cache: list[Any] | None, drop: list[int], solo: bool) -> None:
+    """Drop the last ``drop[i]`` entries of row i: a trim when all rows drop alike (or one row decodes on its own
+    caches), else the right-padding roll that moves each row's dropped entries into its left padding."""
+    if cache is None or not any(drop):
+        return
+    if solo or len(set(drop)) == 1:
+        for c in cache:
+            c.trim(drop[0])
+        return
+    pad = mx.array(drop)
+    for c in cache:
+        c._right_padding = pad
+        c.finalize()
+
+
+def check_draft(target_vocab: int, draft_vocab: int) -> str | None:
+    """Why a draft cannot serve a target, or None."""
+    if target_vocab != draft_vocab:
+        return (f"the draft model's vocabulary ({draft_vocab} tokens) differs from the target's ({target_vocab} "
+                "tokens); speculative decoding needs the same vocabulary")
+    return None
