@@ -204,7 +204,7 @@ class TimingsOut(BaseModel):
     draft_n: int | None = None  # b10621 adds both only when a draft proposed tokens
     draft_n_accepted: int | None = None
 
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
         """Without the draft counts unless a draft proposed tokens, as b10621's ``timings``."""
         return super().model_dump(**kwargs, exclude_none=True)
 

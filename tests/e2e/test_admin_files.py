@@ -63,8 +63,11 @@ def test_a_bad_edit_changes_nothing(daemon: tuple[RunningServer, Path, Path], te
         assert (status["generation"], status["config_hash"]) == (before["generation"], before["config_hash"])
         assert public.get("/v1/models").json()["data"][0]["id"] == model_before
         assert "change refused" in running.log() and needle in running.log()
-        # Putting the good file back is a no-op (same config) and the model kept serving throughout.
+        # Putting the good file back changes no value (same config hash), the model kept serving throughout, and
+        # the reload that succeeds clears last_error.
         _replace(toml, good)
+        wait_for(lambda: client.get("/v1/status").json()["last_error"] is None, 5.0, "last_error to clear")
+        assert client.get("/v1/status").json()["config_hash"] == before["config_hash"]
         assert public.get("/health").status_code == 200
 
 
