@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mlxd.engine import synth, synth_tokenizer, synth_vlm  # noqa: E402
+from mlxd.engine import synth, synth_gemma4, synth_tokenizer, synth_vlm  # noqa: E402
 
 if TYPE_CHECKING:
     from mlxd.engine.loader import LoadedModel
@@ -30,9 +30,9 @@ TEST_MODELS = REPO_ROOT / ".cache" / "test-models"
 def _recipe_key(preset: str, seed: int) -> str:
     """A digest of everything the checkpoint's bytes depend on, so a stale cached copy is never reused."""
     digest = hashlib.sha256(f"{preset}:{seed}:{sys.version}".encode())
-    for module in (synth, synth_tokenizer, synth_vlm):
+    for module in (synth, synth_tokenizer, synth_vlm, synth_gemma4):
         digest.update(Path(module.__file__ or "").read_bytes())
-    for dist in ("mlx", "mlx-lm", "tokenizers"):
+    for dist in ("mlx", "mlx-lm", "tokenizers") + (("mlx-vlm",) if synth_vlm.is_preset(preset) else ()):
         digest.update(importlib.metadata.version(dist).encode())
     return digest.hexdigest()[:12]
 

@@ -140,3 +140,8 @@ async def resolve(tokens: list[int], model: Any, media_path: str | None) -> list
     decoded = await asyncio.to_thread(_decode_all, tokens.sources, media_path, parts.modalities, rate)
     ids, inputs = await asyncio.wrap_future(model.worker.prepare(tokens.text, MARKER, decoded))
     return MediaPrompt(ids, tokens.text, tokens.sources, inputs)
+
+
+async def token_count(tokens: list[int], model: Any, state: Any) -> int:
+    """How many tokens a rendered prompt is once its media are expanded (the routes that count without generating)."""
+    return len(await resolve(tokens, model, getattr(state.config, "media_path", None)))

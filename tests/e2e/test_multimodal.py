@@ -114,6 +114,10 @@ def test_anthropic_responses_and_native_prompts_take_images(client: httpx.Client
                                                         {"type": "input_image", "image_url": uri(data)}]}]})
     assert responses.status_code == 200, responses.text
     assert responses.json()["output"][0]["content"][0]["text"] == answer
+    n_prompt = anthropic.json()["usage"]["input_tokens"]
+    counted = client.post("/v1/messages/count_tokens", json={"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "what is this"}, block]}]})
+    assert counted.json() == {"input_tokens": n_prompt}
     marker = client.get("/props").json()["media_marker"]
     native = client.post("/completion", json={"n_predict": 6, "temperature": 0, "prompt": {
         "prompt_string": f"What is this: {marker}\n", "multimodal_data": [base64.b64encode(data).decode()]}})

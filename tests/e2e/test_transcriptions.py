@@ -37,6 +37,41 @@ def wav(seconds: float = 0.5, rate: int = 16000, channels: int = 1, bits: int = 
             + b"data" + struct.pack("<I", size) + data)
 
 
+def flac(samples: bytes, rate: int = 16000, block: int = 4096) -> bytes:
+    """Mono 16-bit PCM (little-endian ``samples``) as a FLAC stream of VERBATIM subframes: the simplest valid FLAC,
+    written here because no encoder is installed."""
+    import numpy as np
+
+    pcm = np.frombuffer(samples, "<i2")
+
+    def crc8(data: bytes) -> int:
+        crc = 0
+        for byte in data:
+            crc ^= byte
+            for _ in range(8):
+                crc = ((crc << 1) ^ 0x07) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+        return crc
+
+    def crc16(data: bytes) -> int:
+        crc = 0
+        for byte in data:
+            crc ^= byte << 8
+            for _ in range(8):
+                crc = ((crc << 1) ^ 0x8005) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+        return crc
+
+    info = struct.pack(">HH", block, block) + b"\0" * 6  # block sizes; frame sizes unknown
+    info += ((rate << 44) | (0 << 41) | (15 << 36) | len(pcm)).to_bytes(8, "big") + b"\0" * 16  # no MD5
+    out = b"fLaC" + bytes([0x80]) + len(info).to_bytes(3, "big") + info
+    for number, start in enumerate(range(0, len(pcm), block)):
+        chunk = pcm[start:start + block]
+        assert number < 128  # the frame number's UTF-8 coding is one byte
+        header = bytes([0xFF, 0xF8, 0x70, 0x08, number]) + struct.pack(">H", len(chunk) - 1)
+        frame = header + bytes([crc8(header), 0x02]) + chunk.astype(">i2").tobytes()
+        out += frame + struct.pack(">H", crc16(frame))
+    return out
+
+
 @pytest.fixture(scope="module")
 def audio_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     # -n 6 bounds every answer, so that a repeated max_tokens (which falls back to "no limit") still ends soon.
@@ -142,6 +177,18 @@ def test_stream_only_for_the_literal_true(client: httpx.Client) -> None:
     done = events[-1]
     assert done["type"] == "transcript.text.done" and len(deltas) == done["usage"]["output_tokens"] == 6
     assert "".join(d["delta"] for d in deltas) == done["text"] == post(client).json()["text"]
+
+
+def test_flac_decodes_to_the_same_clip_as_wav(client: httpx.Client) -> None:
+    clip = wav(0.5, seed=0)
+    as_wav = post(client, files=[("file", ("a.wav", clip, "audio/wav"))]).json()
+    as_flac = post(client, files=[("file", ("a.flac", flac(clip[44:]), "audio/flac"))])
+    assert as_flac.status_code == 200, as_flac.text
+    assert as_flac.json()["text"] == as_wav["text"]
+    other = post(client, files=[("file", ("b.wav", wav(0.5, seed=1), "audio/wav"))]).json()
+    assert other["text"] != as_wav["text"]  # the answer depends on the clip, so the equality above means something
+    assert as_flac.json()["usage"] == as_wav["usage"] | {"input_tokens_details": as_flac.json()["usage"][
+        "input_tokens_details"]}
 
 
 def test_clip_limits_before_decoding(client: httpx.Client) -> None:

@@ -125,3 +125,18 @@ def test_mixed_image_audio_and_text_batch_on_gemma4() -> None:
         assert [h.result().tokens for h in handles] == solo
     finally:
         worker.stop(0.0)
+
+
+def test_a_cancelled_image_request_frees_its_slot(worker: Any) -> None:
+    """Cancelled after its first token: its slot is free again and the next image request answers as before."""
+    from mlxd.engine.types import ErrorEvent, TokenEvent
+
+    expected = run(worker, media_request(worker, [1])).tokens
+    handle = worker.submit(media_request(worker, [0], n=500))
+    for event in handle:
+        if isinstance(event, TokenEvent):
+            handle.cancel()
+            break
+    assert isinstance(handle.result(), ErrorEvent)
+    assert not any(slot["is_processing"] for slot in worker.slots())
+    assert run(worker, media_request(worker, [1])).tokens == expected

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 from sanic import Blueprint, Request
 
-from mlxd.api import chat, controls, sse, stream_sessions
+from mlxd.api import chat, controls, media_parts, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object, parse
 from mlxd.api.context import served_model, serving
@@ -65,4 +65,4 @@ async def count_tokens(request: Request):
     body = to_chat(parse(MessagesRequest, json_object(request)))
     model = served_model(request)
     _, tokens = await chat.render_off_loop(request, body, state, model, body["messages"])
-    return json_response({"input_tokens": len(tokens)})
+    return json_response({"input_tokens": await media_parts.token_count(tokens, model, state)})

@@ -124,5 +124,4 @@ async def chat_input_tokens(request: Request):
     body = json_object(request)
     model = served_model(request)
     _, tokens = await chat.render_off_loop(request, body, state, model, messages_of(body))
-    tokens = await media_parts.resolve(tokens, model, planning.config_value(state, "media_path", None))  # images
-    return json_response({"input_tokens": len(tokens)})
+    return json_response({"input_tokens": await media_parts.token_count(tokens, model, state)})

@@ -5,6 +5,11 @@ token embeddings at the placeholder positions, by mlx-vlm's ``get_input_embeddin
 position ids for it; the rest of its life (first token, decode batch, slots, prompt cache, cancellation) is the
 text scheduler's. Text prompts of the same model take the text path unchanged.
 
+mlx-vlm's own ``BatchGenerator`` batches mixed media requests correctly, but it is not used, for the reasons the
+text scheduler gives for mlx-lm's (host-side sampling chain, text stop strings, slots), and because its prompt
+cache matches on tokens alone: a different image of the same size expands to the same placeholder tokens and would
+reuse the other image's cached prefix. Here media prompts carry their media's key in the cache namespace.
+
 The row shift a media prompt leaves (``rope_deltas``: Qwen-VL's images take fewer positions than tokens) is kept
 per slot and handed to the ``TextView`` for every decode step, row by row.
 """
