@@ -95,8 +95,8 @@ def test_sampling_rows_speculate_beside_greedy_ones(target: Any, draft: Any) -> 
 def test_rejection_sampling_keeps_the_chains_distribution() -> None:
     """The first token emitted by verification is distributed as the target chain's p, whatever the draft's q.
 
-    20,000 seeded trials over 8 tokens: the total variation distance between the emitted frequencies and p has a
-    standard error of about sqrt(8 / 20000) / 2 = 0.01, so 0.03 is three of them; a verifier that emitted the
+    8,000 seeded trials over 8 tokens: the total variation distance between the emitted frequencies and p has a
+    standard error of about sqrt(8 / 8000) / 2 = 0.016, so 0.05 is three of them; a verifier that emitted the
     draft's proposals unchecked sits at TV(p, q) = 0.4 or more here.
     """
     import numpy as np
@@ -112,11 +112,11 @@ def test_rejection_sampling_keeps_the_chains_distribution() -> None:
     q = rs.distribution(sampler, draft_logits)
     assert 0.5 * np.abs(p - q).sum() > 0.4
     counts = np.zeros(8)
-    for _ in range(20_000):
+    for _ in range(8_000):
         d = rs.draw(q, gen)
         tokens, _ = rs.verify(sampler, target, [d], [q], 1, gen)
         counts[tokens[0]] += 1
-    assert 0.5 * np.abs(counts / counts.sum() - p).sum() < 0.03
+    assert 0.5 * np.abs(counts / counts.sum() - p).sum() < 0.05
 
 
 def test_a_draft_with_another_vocabulary_is_refused_naming_both_sizes(target: Any, draft: Any) -> None:
