@@ -55,7 +55,8 @@ def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
     """The admin endpoint the configuration asks for; None when turned off (``--admin-listen off``) or when the
     default socket already belongs to another running daemon. Raises ConfigError for an unusable setting."""
     if getattr(cfg, "config", None):
-        clean_orphans(cfg.config)  # what a persist killed mid-write left next to the file
+        # What a persist killed mid-write left next to the file: at startup no write of ours is in progress.
+        clean_orphans(cfg.config, older_than=0.0)
     wanted = admin_address(cfg, env)
     if wanted is None:
         return None

@@ -79,9 +79,10 @@ _redactor = RedactingFilter()
 
 
 class RepeatFilter(logging.Filter):
-    """Folds repeated warnings and errors: past ``burst`` lines alike within ``window`` seconds, a line is dropped, and the next one let
-    through after the window says how many were. Lines are alike when they differ only in their numbers (ports,
-    counts, ids), so a flood of one failure (a client dropping connections, a refused accept) cannot fill a disk."""
+    """Folds repeated warnings and errors: past ``burst`` lines alike within ``window`` seconds, a line is dropped,
+    and the next one let through after the window says how many were. Lines are alike when they differ only in
+    their numbers (ports, counts, ids), so a flood of one failure (a client dropping connections, a refused accept)
+    cannot fill a disk."""
 
     def __init__(self, burst: int = 10, window: float = 10.0, max_keys: int = 4096) -> None:
         super().__init__()

@@ -252,8 +252,8 @@ class Daemon:
         draining.
 
         Response middleware runs when a stream's headers go out, so it cannot mark a stream's end; the count wraps
-        the app's whole request handler instead (through the connections' protocol), which returns once the handler and
-        its response are done.
+        the app's whole request handler instead (through the connections' protocol), which returns once the handler
+        and its response are done.
         """
         in_flight = self.in_flight
 

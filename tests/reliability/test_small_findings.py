@@ -84,17 +84,20 @@ def test_the_admin_client_refuses_a_socket_in_a_directory_others_can_write(open_
     impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     impostor.bind(str(path))
     impostor.listen(1)
-    answered = threading.Event()
+    answered, stop = threading.Event(), threading.Event()
 
     def answer() -> None:  # what an impostor would say, were it asked
-        impostor.settimeout(30)
-        try:
-            conn, _ = impostor.accept()
-        except OSError:
-            return
-        answered.set()
-        conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{"state": "serving"}')
-        conn.close()
+        impostor.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = impostor.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            answered.set()
+            conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n{"state": "serving"}')
+            conn.close()
 
     thread = threading.Thread(target=answer, daemon=True)
     thread.start()
@@ -103,8 +106,9 @@ def test_the_admin_client_refuses_a_socket_in_a_directory_others_can_write(open_
         assert done.returncode != 0 and "refusing to trust the admin socket" in done.stderr, done
         assert not answered.is_set()
     finally:
-        impostor.close()
+        stop.set()
         thread.join(5)
+        impostor.close()
 
 
 def test_the_client_still_trusts_a_private_socket_directory() -> None:

@@ -106,8 +106,8 @@ async def infill(request: Request):
     if message is not None:
         raise NotSupported(message)
     body = json_object(request)
-    tokens = await offload.run(infill_prompt, tokenizer, fim, body,
-                               spm=bool(planning.config_value(state, "spm_infill", False)), size=len(request.body or b""))
+    spm = bool(planning.config_value(state, "spm_infill", False))
+    tokens = await offload.run(infill_prompt, tokenizer, fim, body, spm=spm, size=len(request.body or b""))
     p = await constraints.constrain(planning.plan(body, state, model, [tokens]), body, state, model, chat=False)
     reasoning_format = str(planning.config_value(state, "reasoning_format", "deepseek"))
     settings = planning.generation_settings(p, reasoning_format=reasoning_format)
