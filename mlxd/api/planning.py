@@ -35,6 +35,8 @@ def server_defaults(state: ServingState) -> ServerDefaults:
         sse_ping_interval=int(config_value(state, "sse_ping_interval", 30)),
         n_parallel=n_parallel(state),
         n_cache_reuse=int(config_value(state, "cache_reuse", 0)),
+        # b10621 reports "__verbose" when its verbosity is above 9, which --verbose sets.
+        verbose=bool(config_value(state, "log_verbose", False)) or int(config_value(state, "log_verbosity", 3)) > 9,
     )
 
 

@@ -37,6 +37,20 @@ def _text_of(blocks: Any) -> str:
     return "\n".join(parts)
 
 
+def _tool_result(blocks: Any) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, or, when it holds images, text and image parts (as b10621 converts them,
+    so that an image is refused or seen, never silently dropped)."""
+    if isinstance(blocks, list) and any(isinstance(b, dict) and b.get("type") == "image" for b in blocks):
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "image":
+                parts.append({"type": "image_url", "image_url": block.get("source", {})})
+            elif isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                parts.append({"type": "text", "text": block["text"]})
+        return parts
+    return _text_of(blocks)
+
+
 def _message(message: dict[str, Any]) -> list[dict[str, Any]]:
     """One Anthropic message as OpenAI messages: tool results become ``tool`` messages, tool_use become calls."""
     role = message.get("role")
@@ -69,7 +83,7 @@ def _message(message: dict[str, Any]) -> list[dict[str, Any]]:
                 "arguments": json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))}})
         elif kind == "tool_result":
             out.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
-                        "content": _text_of(block.get("content", ""))})
+                        "content": _tool_result(block.get("content", ""))})
         else:
             raise InvalidRequest(f"unsupported content block type: {kind!r}")
     if parts or calls or reasoning or not out:

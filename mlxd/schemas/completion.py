@@ -38,6 +38,7 @@ class ServerDefaults(BaseModel):
     sse_ping_interval: int = 30
     n_parallel: int = 1
     n_cache_reuse: int = 0
+    verbose: bool = False  # --verbose: every answer carries b10621's "__verbose" object
 
 
 class LoraEntry(BaseModel):
@@ -167,7 +168,7 @@ def read_native_options(body: Mapping[str, Any], defaults: ServerDefaults) -> Na
         stream=read_bool(body, "stream", False),
         include_usage=read_bool(stream_options, "include_usage", False),
         timings_per_token=read_bool(body, "timings_per_token", False),
-        verbose=read_bool(body, "verbose", False),
+        verbose=read_bool(body, "verbose", False) or defaults.verbose,
         cache_prompt=read_bool(body, "cache_prompt", defaults.cache_prompt),
         return_tokens=read_bool(body, "return_tokens", False),
         return_progress=read_bool(body, "return_progress", False),

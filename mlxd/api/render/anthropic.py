@@ -46,8 +46,13 @@ def message(msg: AssistantMessage, final: FinalEvent, *, msg_id: str, model: str
         "model": model,
         "stop_reason": stop_reason(final.stop_type, bool(msg.tool_calls)),
         "stop_sequence": final.stopping_word or None,
-        "usage": {"input_tokens": final.n_prompt_tokens, "output_tokens": len(final.tokens)},
+        "usage": usage(final.n_prompt_tokens, final.timings.cache_n, len(final.tokens)),
     }
+
+
+def usage(n_prompt: int, cached: int, n_output: int) -> dict[str, int]:
+    """Anthropic usage as b10621 reports it: the prompt tokens read from the cache apart from the others."""
+    return {"cache_read_input_tokens": cached, "input_tokens": n_prompt - cached, "output_tokens": n_output}
 
 
 class AnthropicStream:
@@ -66,7 +71,7 @@ class AnthropicStream:
     def start(self, n_prompt: int) -> list[Event]:
         return [("message_start", {"type": "message_start", "message": {
             "id": self.msg_id, "type": "message", "role": "assistant", "content": [], "model": self.model,
-            "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": n_prompt, "output_tokens": 0},
+            "stop_reason": None, "stop_sequence": None, "usage": usage(n_prompt, 0, 0),
         }})]
 
     def _open_block(self, block: dict[str, Any]) -> tuple[int, list[Event]]:

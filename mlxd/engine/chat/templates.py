@@ -1,18 +1,11 @@
 """Chat templates: where a checkpoint's Jinja template comes from, and rendering it as llama-server does.
 
-The environment starts from transformers' chat-template environment (sandboxed, ``trim_blocks``/``lstrip_blocks``,
-``raise_exception``, ``strftime_now``, a ``tojson`` that does not HTML-escape, the ``{% generation %}`` tag), so a
-template that renders under ``tokenizer.apply_chat_template`` renders the same text here. Where transformers would
-raise and llama-server's own Jinja runtime (common/jinja) renders, mlxd follows llama-server: lists are mutable
-(``ns.calls.append(...)``), an attribute of an undefined value is undefined, ``+`` treats an undefined or null
-operand beside a string as the empty string, and ``tojson`` takes what a filter chain yields (``map`` gives a
-generator in Python, a list in llama-server).
+Rendering happens in engine.chat.jinja_env's runtime; the built-in names and --no-jinja in engine.chat.legacy.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -20,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
-from jinja2.ext import Extension
-from jinja2.sandbox import SandboxedEnvironment
 
 from mlxd.engine.chat.caps import TemplateCaps, detect_caps
 from mlxd.engine.chat.errors import ChatTemplateError
+from mlxd.engine.chat.jinja_env import TemplateRaised, compile_template
 from mlxd.engine.chat.legacy import FORMATS, detect_format, render_format
 
 # llama-server b10621's built-in template names (its --chat-template help), each served by the format of that name
@@ -49,96 +40,6 @@ BUILTIN_TEMPLATES: dict[str, str] = {
 _BUILTIN_CAPS = TemplateCaps(supports_string_content=True, supports_system_role=True)
 
 THINK_OPEN = "<think>"
-
-
-class _TemplateRaised(jinja2.TemplateError):
-    """What ``raise_exception`` throws, so its message reaches the client unprefixed."""
-
-
-def _raise_exception(message: str) -> None:
-    raise _TemplateRaised(message)
-
-
-def _plain(value: Any) -> Any:
-    """What JSON can hold: a generator (a filter chain's result) as a list, an undefined value as null."""
-    if isinstance(value, jinja2.Undefined):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)) or inspect.isgenerator(value):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _tojson(
-    value: Any,
-    ensure_ascii: bool = False,
-    indent: int | None = None,
-    separators: tuple[str, str] | None = None,
-    sort_keys: bool = False,
-) -> str:
-    # transformers replaces Jinja's own tojson, which HTML-escapes '<' and '>' and would corrupt tool schemas.
-    return json.dumps(_plain(value), ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                      sort_keys=sort_keys)
-
-
-class _GenerationTag(Extension):
-    """``{% generation %}...{% endgeneration %}`` marks assistant text for training masks; rendering ignores it."""
-
-    tags = {"generation"}
-
-    def parse(self, parser: jinja2.parser.Parser) -> list[nodes.Node]:
-        next(parser.stream)
-        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-
-class _LenientUndefined(jinja2.ChainableUndefined):
-    """An undefined value whose attributes and items are undefined too, as in llama-server's runtime."""
-
-
-def _is_blank(value: Any) -> bool:
-    return value is None or isinstance(value, jinja2.Undefined)
-
-
-class _Environment(SandboxedEnvironment):
-    """A sandbox whose ``+`` joins a string with an undefined or null operand as llama-server's runtime does."""
-
-    intercepted_binops = frozenset(["+"])
-
-    def call_binop(self, context: jinja2.runtime.Context, operator: str, left: Any, right: Any) -> Any:
-        if operator == "+" and (
-            (_is_blank(left) and isinstance(right, str)) or (_is_blank(right) and isinstance(left, str))
-        ):
-            return ("" if _is_blank(left) else left) + ("" if _is_blank(right) else right)
-        return super().call_binop(context, operator, left, right)
-
-
-def _environment() -> SandboxedEnvironment:
-    # Mutable (not transformers' ImmutableSandboxedEnvironment): Kimi K2's templates append to lists they build.
-    # The messages a template sees are deep copies made for each render, so nothing it changes leaks out.
-    env = _Environment(
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
-        undefined=_LenientUndefined,
-    )
-    env.filters["tojson"] = _tojson
-    # llama-server's runtime has no markup strings: `"..."|safe + text` is plain concatenation there, where
-    # jinja2's Markup would HTML-escape the text (Functionary v3.1 writes its tool list this way).
-    env.filters["safe"] = lambda value: value if isinstance(value, str) else str(value)
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env
-
-
-_ENV = _environment()
-
-
-def _compile(source: str, origin: str) -> jinja2.Template:
-    try:
-        return _ENV.from_string(source)
-    except jinja2.TemplateSyntaxError as exc:
-        raise ChatTemplateError(f"invalid chat template ({origin}), line {exc.lineno}: {exc.message}") from exc
 
 
 def resolve_template(text: str, origin: str, *, jinja: bool = True) -> tuple[str, str | None]:
@@ -186,8 +87,8 @@ class ChatTemplate:
         self.origin = origin
         # A built-in format is plain Python: nothing is compiled, and a tool_use variant has no use (no tools).
         self.tool_use_source = tool_use_source if self.builtin is None else None
-        self._default = _compile(self.source, origin) if self.builtin is None else None
-        self._tool_use = _compile(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
+        self._default = compile_template(self.source, origin) if self.builtin is None else None
+        self._tool_use = compile_template(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
         self._supports_thinking: bool | None = False if self.builtin else None
         self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
         self._markup: tuple[tuple[str, str], tuple[str, str]] | None = None
@@ -233,7 +134,7 @@ class ChatTemplate:
             return template.render(variables)
         # The message names the template (a checkpoint's file, or the option that gave it): the words are the
         # template's own, with llama-server's "Jinja Exception" prefix for what raise_exception says.
-        except _TemplateRaised as exc:
+        except TemplateRaised as exc:
             raise ChatTemplateError(
                 f"Jinja Exception: {exc.message or 'the template raised an exception'} "
                 f"(chat template: {self.origin})") from exc
