@@ -2,7 +2,8 @@
 
 A prompt is a string, a list of token ids, a mixed list of strings and ids, or a list of those (one generation
 per element). A string gets the tokenizer's special tokens (BOS) only when it starts the prompt; ids are used as
-they are. Multimodal prompts (objects with ``multimodal_data``) need a vision or audio model and are refused.
+they are. An object ``{"prompt_string": ...}`` is its text; with ``multimodal_data`` it needs a vision or audio
+model and is refused.
 """
 
 from __future__ import annotations
@@ -66,12 +67,13 @@ def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool 
     if _is_single(prompt):
         return [tokenize_one(tokenizer, prompt)]
     if isinstance(prompt, Mapping):
-        raise NotSupported(NO_MULTIMODAL)
+        return [_object_prompt(tokenizer, prompt)]
     if isinstance(prompt, list) and prompt:
         out = []
         for item in prompt:
             if isinstance(item, Mapping):
-                raise NotSupported(NO_MULTIMODAL)
+                out.append(_object_prompt(tokenizer, item))
+                continue
             if not _is_single(item):
                 raise InvalidRequest("\"prompt\" must be a string, a list of tokens, a list of mixed strings & "
                                      "tokens, or a list of prompts")
@@ -79,6 +81,19 @@ def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool 
         return out
     raise InvalidRequest("\"prompt\" must be a string, a list of tokens, a list of mixed strings & tokens, "
                          "or a list of prompts")
+
+
+def _object_prompt(tokenizer: Any, prompt: Mapping[str, Any]) -> list[int]:
+    """``{"prompt_string": ...}``: its text (or mixed list) as a prompt; with ``multimodal_data`` it needs media."""
+    if "prompt_string" not in prompt:
+        raise InvalidRequest("\"prompt\" elements must be a string, a list of tokens, a JSON object containing a "
+                             "prompt string, or a list of mixed strings & tokens.")
+    if "multimodal_data" in prompt:
+        raise NotSupported(NO_MULTIMODAL)
+    text = prompt["prompt_string"]
+    if not _is_single(text) and not (isinstance(text, list) and all(isinstance(v, str) for v in text) and text):
+        raise InvalidRequest("\"prompt_string\" must be a string or a list of mixed strings & tokens")
+    return tokenize_one(tokenizer, text)
 
 
 def detokenize(tokenizer: Any, tokens: list[int]) -> str:
