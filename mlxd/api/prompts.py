@@ -2,7 +2,8 @@
 
 A prompt is a string, a list of token ids, a mixed list of strings and ids, or a list of those (one generation
 per element). A string gets the tokenizer's special tokens (BOS) only when it starts the prompt; ids are used as
-they are. Multimodal prompts (objects with ``multimodal_data``) need a vision or audio model (501 without one).
+they are. An object ``{"prompt_string": ...}`` is its text; with ``multimodal_data`` it needs a vision or audio
+model (501 without one).
 """
 
 from __future__ import annotations
@@ -58,22 +59,6 @@ def tokenize_one(tokenizer: Any, prompt: Any) -> list[int]:
     return out
 
 
-def _object_prompt(tokenizer: Any, item: Mapping[str, Any], model: Any) -> list[int]:
-    """``{"prompt_string": ..., "multimodal_data": [base64, ...]}``: the string's tokens, as a media prompt when it
-    has media (made into the model's tokens by ``api.media_parts.resolve``)."""
-    text = item.get("prompt_string")
-    if "prompt_string" not in item or not _is_single(text):
-        raise InvalidRequest(OBJECT_PROMPT)
-    tokens = tokenize_one(tokenizer, text)
-    if "multimodal_data" not in item:
-        return tokens
-    if model is None:  # a route that does not take media (embeddings, tokenize)
-        raise NotSupported(MEDIA_NOT_HERE)
-    from mlxd.api.media_parts import completion_prompt
-
-    return completion_prompt(item, model, tokens)
-
-
 def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool = True,
                      model: Any = None) -> list[list[int]]:
     """Every prompt of a request's ``prompt`` field, tokenized (``model``: the served model, which takes the
@@ -100,6 +85,24 @@ def tokenize_prompts(tokenizer: Any, body: Mapping[str, Any], *, required: bool 
         return out
     raise InvalidRequest("\"prompt\" must be a string, a list of tokens, a list of mixed strings & tokens, "
                          "or a list of prompts")
+
+
+def _object_prompt(tokenizer: Any, prompt: Mapping[str, Any], model: Any) -> list[int]:
+    """``{"prompt_string": ..., "multimodal_data": [base64, ...]}``: its text (or mixed list) as a prompt, as a media
+    prompt when it has media (made into the model's tokens by ``api.media_parts.resolve``)."""
+    if "prompt_string" not in prompt:
+        raise InvalidRequest(OBJECT_PROMPT)
+    text = prompt["prompt_string"]
+    if not _is_single(text) and not (isinstance(text, list) and all(isinstance(v, str) for v in text) and text):
+        raise InvalidRequest("\"prompt_string\" must be a string or a list of mixed strings & tokens")
+    tokens = tokenize_one(tokenizer, text)
+    if "multimodal_data" not in prompt:
+        return tokens
+    if model is None:  # a route that does not take media (embeddings, tokenize)
+        raise NotSupported(MEDIA_NOT_HERE)
+    from mlxd.api.media_parts import completion_prompt
+
+    return completion_prompt(prompt, model, tokens)
 
 
 def detokenize(tokenizer: Any, tokens: list[int]) -> str:

@@ -316,3 +316,19 @@ def test_ignore_eos_shows_the_end_of_generation_bans_in_generation_settings(clie
     assert banned["logit_bias"] == [{"bias": 0.5, "token": 11}] + [{"bias": None, "token": t} for t in eog]
     plain = client.post("/completion", json={**body, "ignore_eos": False}).json()["generation_settings"]
     assert plain["logit_bias"] == [{"bias": 0.5, "token": 11}]
+
+
+def test_object_prompts_are_their_prompt_string(client: httpx.Client) -> None:
+    # upstream test_completion.py: {"prompt_string": ...} is a text prompt; multimodal_data needs a media model.
+    greedy = {"n_predict": 4, "temperature": 0}
+    text = client.post("/completion", json={**greedy, "prompt": "I believe"}).json()["content"]
+    alone = client.post("/completion", json={**greedy, "prompt": {"prompt_string": "I believe"}})
+    assert alone.status_code == 200 and alone.json()["content"] == text
+    tokens = client.post("/tokenize", json={"content": "I believe", "add_special": True}).json()["tokens"]
+    mixed = client.post("/completion", json={**greedy, "prompt": [tokens, {"prompt_string": "I believe"}]})
+    assert [r["content"] for r in mixed.json()] == [text, text]
+    media = client.post("/completion", json={**greedy, "prompt": {"prompt_string": "x", "multimodal_data": ["AA=="]}})
+    assert media.status_code == 501
+    for bad in ({"text": "x"}, {"prompt_string": 3}, [{"prompt_string": None}]):
+        refused = client.post("/completion", json={**greedy, "prompt": bad})
+        assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
