@@ -97,7 +97,7 @@ def completion_prompt(prompt: Mapping[str, Any], model: Any, tokens: list[int]) 
     if data is None:
         return tokens
     if not modalities_of(model).multimodal:
-        raise InvalidRequest(MULTIMODAL_REFUSAL)
+        raise NotSupported(MULTIMODAL_REFUSAL)
     if not isinstance(data, list) or not all(isinstance(d, str) for d in data):
         raise InvalidRequest("\"multimodal_data\" must be an array of base64 strings")
     media.check_count(len(data))
@@ -134,7 +134,7 @@ async def resolve(tokens: list[int], model: Any, media_path: str | None) -> list
         return tokens
     parts = getattr(model.loaded, "media", None)
     if parts is None:
-        raise InvalidRequest(MULTIMODAL_REFUSAL)
+        raise NotSupported(MULTIMODAL_REFUSAL)
     extractor = getattr(parts.processor, "feature_extractor", None)
     rate = int(getattr(extractor, "sampling_rate", 0) or media.AUDIO_RATE)
     decoded = await asyncio.to_thread(_decode_all, tokens.sources, media_path, parts.modalities, rate)

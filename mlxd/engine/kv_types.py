@@ -70,9 +70,9 @@ def resolve(type_k: str, type_v: str, explicit: bool) -> KvType:
 
 def _text_args(model: Any) -> Any:
     """The text decoder's hyper-parameters: an mlx-lm model's ``args``; an mlx-vlm model keeps them on its
-    language model (``args``) or in its config's ``text_config``."""
-    for holder in (model, getattr(model, "language_model", None)):
-        args = getattr(holder, "args", None)
+    language model (``args`` or ``config``) or in its config's ``text_config``."""
+    language = getattr(model, "language_model", None)
+    for args in (getattr(model, "args", None), getattr(language, "args", None), getattr(language, "config", None)):
         if args is not None:
             return args
     return getattr(getattr(model, "config", None), "text_config", None)

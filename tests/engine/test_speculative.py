@@ -127,7 +127,7 @@ def test_a_draft_with_another_vocabulary_is_refused_naming_both_sizes(target: An
 
 def test_the_draft_comes_from_the_hub_cache(tmp_path: Path, tiny_checkpoint: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from mlxd.daemon.pool import _draft_model
+    from mlxd.daemon.loading import _draft_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     snapshot = tmp_path / "models--acme--draft" / "snapshots" / ("0" * 40)
