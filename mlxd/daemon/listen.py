@@ -6,6 +6,7 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import Any
 
 from mlxd.errors import ConfigError, ConfigProblem
 
@@ -72,6 +73,27 @@ FD_RESERVE = 256
 AUTO_CONNECTIONS_MAX = 16384
 
 
+def _import_mlx_lm_keeping_limits(resource: Any) -> None:
+    """Import mlx_lm with its import-time ``setrlimit(RLIMIT_NOFILE, (2048, 4096))`` made a no-op.
+
+    That call would lower the hard limit for good (2,000 connections would then exhaust the descriptors whatever
+    the daemon raised), and under a hard limit below 4096 (a container's 1024) it raises ValueError and the model
+    never loads. The daemon sets the limit itself, below.
+    """
+    import sys
+
+    if "mlx_lm.utils" in sys.modules:
+        return
+    real = resource.setrlimit
+    resource.setrlimit = lambda *args, **kwargs: None
+    try:
+        import mlx_lm.utils  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        resource.setrlimit = real
+
+
 def raise_open_files_limit() -> int:
     """Raise this process's soft RLIMIT_NOFILE to its hard limit (what a service manager allows); the soft limit
     now in force. The default soft limit (often 1024) is far below what a server with keep-alive clients needs."""
@@ -79,6 +101,7 @@ def raise_open_files_limit() -> int:
         import resource
     except ImportError:  # not a POSIX system
         return 1024
+    _import_mlx_lm_keeping_limits(resource)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft == resource.RLIM_INFINITY or soft >= wanted:

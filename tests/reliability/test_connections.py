@@ -178,3 +178,16 @@ def test_idle_connections_neither_starve_requests_nor_grow_the_log(
         assert client.get("/health").status_code == 200
     assert running.log_path.stat().st_size - before < 1_000_000
     assert "Too many open files" not in running.log()
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads the daemon's limits from /proc")
+def test_the_daemon_raises_its_descriptor_limit_and_keeps_it_past_the_model_load(capped: RunningServer) -> None:
+    def open_files_limit(pid: int | str) -> tuple[int, int]:
+        line = next(ln for ln in Path(f"/proc/{pid}/limits").read_text().splitlines() if ln.startswith("Max open"))
+        soft, hard = line.split()[3:5]
+        return int(soft), int(hard)
+
+    _, own_hard = open_files_limit("self")
+    # mlx_lm sets (2048, 4096) when imported; the daemon's hard limit stays what it was given, its soft one too.
+    assert open_files_limit(capped.process.pid) == (own_hard, own_hard)
+    assert f"open files limit {own_hard}" in capped.log()
