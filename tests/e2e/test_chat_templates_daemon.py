@@ -12,7 +12,7 @@ TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "ob
 
 
 def test_no_jinja_serves_a_builtin_name(start_server: Callable[..., RunningServer]) -> None:
-    server = start_server("--no-jinja", "--chat-template", "command-r")
+    server = start_server("--no-jinja", "--chat-template", "command-r", "--verbose")
     with server.client() as client:
         applied = client.post("/apply-template", json={"messages": MESSAGES})
         assert applied.status_code == 200, applied.text
@@ -22,6 +22,8 @@ def test_no_jinja_serves_a_builtin_name(start_server: Callable[..., RunningServe
         chat = client.post("/v1/chat/completions", json={"messages": MESSAGES, "max_tokens": 4})
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["role"] == "assistant"
+        # --verbose: the answer carries b10621's "__verbose" object, with the prompt as the model read it.
+        assert chat.json()["__verbose"]["prompt"].endswith("<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>")
         refused = client.post("/v1/chat/completions", json={"messages": MESSAGES, "tools": [TOOL]})
         assert refused.status_code == 400
         assert refused.json()["error"]["message"] == "tools param requires --jinja flag"
