@@ -52,8 +52,13 @@ class Timings:
         return 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms > 0 else 0.0
 
     @property
+    def predicted_steps(self) -> int:
+        """Decode steps of the generation: the first token comes with the prompt's last pass (b10621's n_gen_steps)."""
+        return max(0, self.predicted_n - 1)
+
+    @property
     def predicted_per_second(self) -> float:
-        return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
+        return 1e3 * self.predicted_steps / self.predicted_ms if self.predicted_ms > 0 else 0.0
 
 
 @dataclass(frozen=True)

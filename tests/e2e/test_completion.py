@@ -332,3 +332,14 @@ def test_object_prompts_are_their_prompt_string(client: httpx.Client) -> None:
     for bad in ({"text": "x"}, {"prompt_string": 3}, [{"prompt_string": None}]):
         refused = client.post("/completion", json={**greedy, "prompt": bad})
         assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_generation_rates_leave_out_the_first_token(client: httpx.Client) -> None:
+    # upstream test_metrics.py: the first token comes from the prompt's last batch, so the rates are over n - 1 steps.
+    one = client.post("/completion", json={"prompt": "I believe", "n_predict": 1}).json()["timings"]
+    assert (one["predicted_n"], one["predicted_per_second"], one["predicted_per_token_ms"]) == (1, 0.0, 0.0)
+    many = client.post("/completion", json={"prompt": "I believe", "n_predict": 16, "ignore_eos": True}).json()
+    t = many["timings"]
+    assert t["predicted_n"] == 16
+    assert abs(t["predicted_per_second"] - 1e3 / t["predicted_ms"] * 15) < 1e-6
+    assert abs(t["predicted_per_token_ms"] - t["predicted_ms"] / 15) < 1e-9

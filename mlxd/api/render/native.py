@@ -27,7 +27,7 @@ def timings_out(t: Timings) -> TimingsOut:
         prompt_per_second=t.prompt_per_second,
         predicted_n=t.predicted_n,
         predicted_ms=t.predicted_ms,
-        predicted_per_token_ms=t.predicted_ms / t.predicted_n if t.predicted_n > 0 else 0.0,
+        predicted_per_token_ms=t.predicted_ms / t.predicted_steps if t.predicted_steps > 0 else 0.0,
         predicted_per_second=t.predicted_per_second,
     )
 
