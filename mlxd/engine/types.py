@@ -92,6 +92,7 @@ class ProgressEvent:
     cache: int  # of which taken from the prompt cache
     processed: int  # of which in the slot's cache now (cached ones included)
     time_ms: int  # since the prompt began processing
+    elapsed_ms: float = 0.0  # the same, unrounded (the ``timings`` of a progress partial)
 
 
 Event = TokenEvent | FinalEvent | ErrorEvent | ProgressEvent

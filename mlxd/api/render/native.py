@@ -93,10 +93,15 @@ def progress_json(ev: ProgressEvent) -> dict[str, int]:
     return {"total": ev.total, "cache": ev.cache, "processed": ev.processed, "time_ms": ev.time_ms}
 
 
-def native_progress(ev: ProgressEvent, *, index: int, n_prompt: int) -> dict[str, Any]:
-    """A streamed partial that reports prompt processing (``return_progress``): no text, no token."""
+def native_progress(ev: ProgressEvent, *, index: int, n_prompt: int, timings: bool = False) -> dict[str, Any]:
+    """A streamed partial that reports prompt processing (``return_progress``): no text, no token; with
+    ``timings_per_token`` also the prompt's timings so far."""
     chunk = CompletionChunk(index=index, content="", tokens=[], stop=False, id_slot=-1, tokens_predicted=0,
                             tokens_evaluated=n_prompt, prompt_progress=progress_json(ev))
+    if timings:
+        chunk.timings = timings_out(Timings(cache_n=ev.cache, prompt_n=ev.processed - ev.cache,
+                                            prompt_ms=ev.elapsed_ms if ev.processed > ev.cache else 0.0,
+                                            predicted_n=0, predicted_ms=0.0))
     return dump(chunk)
 
 
