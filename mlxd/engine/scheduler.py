@@ -270,6 +270,7 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
             self._vacate(slot)
         slot.kv = kv if kv is not None else self.new_cache()
         seq.n_past = seq.n_cache = n
+        seq.progress()  # b10621's first update, before any prompt token is computed (the cache's part only)
         self.prefilling.append(slot)
 
     def _reuse(self, slot: Slot, req: Any) -> tuple[list[Any] | None, int]:

@@ -134,8 +134,8 @@ class Sequence:
     def progress(self) -> None:
         """Report prompt processing so far, when the request asked for it (``return_progress``)."""
         if self.request.return_progress:
-            ms = int((time.perf_counter() - self.t_prompt_start) * 1e3)
-            self.handle.push(ProgressEvent(len(self.prompt), self.n_cache, self.n_past, ms))
+            ms = (time.perf_counter() - self.t_prompt_start) * 1e3
+            self.handle.push(ProgressEvent(len(self.prompt), self.n_cache, self.n_past, int(ms), ms))
 
     def accept(self, token: int, sampled: Any = None) -> bool:
         """Record one sampled token, send what may be shown, and say whether generation goes on."""

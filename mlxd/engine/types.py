@@ -55,8 +55,13 @@ class Timings:
         return 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms > 0 else 0.0
 
     @property
+    def predicted_steps(self) -> int:
+        """Decode steps of the generation: the first token comes with the prompt's last pass (b10621's n_gen_steps)."""
+        return max(0, self.predicted_n - 1)
+
+    @property
     def predicted_per_second(self) -> float:
-        return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
+        return 1e3 * self.predicted_steps / self.predicted_ms if self.predicted_ms > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class ProgressEvent:
     cache: int  # of which taken from the prompt cache
     processed: int  # of which in the slot's cache now (cached ones included)
     time_ms: int  # since the prompt began processing
+    elapsed_ms: float = 0.0  # the same, unrounded (the ``timings`` of a progress partial)
 
 
 Event = TokenEvent | FinalEvent | ErrorEvent | ProgressEvent

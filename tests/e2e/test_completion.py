@@ -332,3 +332,30 @@ def test_object_prompts_are_their_prompt_string(client: httpx.Client) -> None:
     for bad in ({"text": "x"}, {"prompt_string": 3}, [{"prompt_string": None}]):
         refused = client.post("/completion", json={**greedy, "prompt": bad})
         assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_generation_rates_leave_out_the_first_token(client: httpx.Client) -> None:
+    # upstream test_metrics.py: the first token comes from the prompt's last batch, so the rates are over n - 1 steps.
+    one = client.post("/completion", json={"prompt": "I believe", "n_predict": 1}).json()["timings"]
+    assert (one["predicted_n"], one["predicted_per_second"], one["predicted_per_token_ms"]) == (1, 0.0, 0.0)
+    many = client.post("/completion", json={"prompt": "I believe", "n_predict": 16, "ignore_eos": True}).json()
+    t = many["timings"]
+    assert t["predicted_n"] == 16
+    assert abs(t["predicted_per_second"] - 1e3 / t["predicted_ms"] * 15) < 1e-6
+    assert abs(t["predicted_per_token_ms"] - t["predicted_ms"] / 15) < 1e-9
+
+
+def test_prompt_progress_starts_at_the_cache_and_carries_timings(client: httpx.Client) -> None:
+    # upstream test_metrics.py: the first update comes before any prompt token is computed, and with
+    # timings_per_token each update has timings that never go back.
+    body = {"prompt": "the quick brown fox jumps over the lazy dog " * 8, "n_predict": 2, "stream": True,
+            "return_progress": True, "timings_per_token": True, "cache_prompt": False}
+    progress = [p for p in payloads(client.post("/completion", json=body).text) if "prompt_progress" in p]
+    assert len(progress) > 1
+    first = progress[0]
+    assert first["prompt_progress"]["processed"] == first["prompt_progress"]["cache"] == 0
+    assert (first["timings"]["prompt_n"], first["timings"]["prompt_ms"], first["timings"]["predicted_n"]) == (0, 0.0, 0)
+    times = [p["timings"]["prompt_ms"] for p in progress]
+    assert times == sorted(times) and times[-1] > 0
+    assert all(v is not None and v >= 0 for p in progress for v in p["timings"].values())
+    assert progress[-1]["timings"]["prompt_n"] == progress[-1]["prompt_progress"]["total"]

@@ -7,6 +7,7 @@ kind, and every other argument goes through unchanged, so the server under test 
     UPSTREAM_TARGET=mlxd   exec ``mlxd-server`` (beside this interpreter) on the synthetic checkpoints in
                            ``$UPSTREAM_MODELS/{chat,embed,qwen3-reranker,infill}`` (made by tests/upstream/run.py)
     UPSTREAM_TARGET=llama  exec ``$LLAMA_SERVER`` on ``$UPSTREAM_GGUF`` for every preset (the reference figure)
+    UPSTREAM_CHAT_MODEL    (mlxd) serve the chat presets from this checkpoint instead
 
 It replaces itself with the server (``exec``), so the suite's SIGTERM and exit codes reach the real process.
 """
@@ -60,7 +61,9 @@ def translate(argv: list[str], target: str, models: Path, gguf: str | None) -> l
         out.append(arg)
         i += 1
     if repo is not None:
-        model = gguf if target == "llama" else str(models / model_kind(repo, file))
+        kind = model_kind(repo, file)
+        chat = os.environ.get("UPSTREAM_CHAT_MODEL")  # another chat checkpoint (say, a llama-vocabulary one)
+        model = gguf if target == "llama" else chat if chat and kind == "chat" else str(models / kind)
         if model is None:
             raise SystemExit("shim: UPSTREAM_GGUF is not set")
         out = ["-m", model, *out]

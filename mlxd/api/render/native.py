@@ -30,7 +30,7 @@ def timings_out(t: Timings) -> TimingsOut:
         prompt_per_second=t.prompt_per_second,
         predicted_n=t.predicted_n,
         predicted_ms=t.predicted_ms,
-        predicted_per_token_ms=t.predicted_ms / t.predicted_n if t.predicted_n > 0 else 0.0,
+        predicted_per_token_ms=t.predicted_ms / t.predicted_steps if t.predicted_steps > 0 else 0.0,
         predicted_per_second=t.predicted_per_second,
     )
 
@@ -96,10 +96,15 @@ def progress_json(ev: ProgressEvent) -> dict[str, int]:
     return {"total": ev.total, "cache": ev.cache, "processed": ev.processed, "time_ms": ev.time_ms}
 
 
-def native_progress(ev: ProgressEvent, *, index: int, n_prompt: int) -> dict[str, Any]:
-    """A streamed partial that reports prompt processing (``return_progress``): no text, no token."""
+def native_progress(ev: ProgressEvent, *, index: int, n_prompt: int, timings: bool = False) -> dict[str, Any]:
+    """A streamed partial that reports prompt processing (``return_progress``): no text, no token; with
+    ``timings_per_token`` also the prompt's timings so far."""
     chunk = CompletionChunk(index=index, content="", tokens=[], stop=False, id_slot=-1, tokens_predicted=0,
                             tokens_evaluated=n_prompt, prompt_progress=progress_json(ev))
+    if timings:
+        chunk.timings = timings_out(Timings(cache_n=ev.cache, prompt_n=ev.processed - ev.cache,
+                                            prompt_ms=ev.elapsed_ms if ev.processed > ev.cache else 0.0,
+                                            predicted_n=0, predicted_ms=0.0))
     return dump(chunk)
 
 

@@ -78,7 +78,8 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
             if isinstance(ev, FinalEvent):
                 yield sse.data(await _native_final(job, p, model, settings))
             elif isinstance(ev, ProgressEvent):
-                yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens)))
+                yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens),
+                                               timings=p.opts.timings_per_token))
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
