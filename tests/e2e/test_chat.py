@@ -264,7 +264,8 @@ def test_continue_final_message(client: httpx.Client) -> None:
     assert prefilled == explicit and prefilled.endswith("Once upon")
     both = client.post("/v1/chat/completions", json={**body, "continue_final_message": True})
     assert both.status_code == 400
-    assert both.json()["error"]["message"] == "Cannot set both add_generation_prompt and continue_final_message to true."
+    assert both.json()["error"]["message"] == (
+        "Cannot set both add_generation_prompt and continue_final_message to true.")
     assert client.post("/v1/chat/completions", json={**body, "continue_final_message": "content",
                                                      "add_generation_prompt": False}).status_code == 200
     echoed = client.post("/v1/chat/completions", json={**body, "max_tokens": 3, "echo": True}).json()

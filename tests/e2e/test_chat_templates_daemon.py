@@ -18,7 +18,8 @@ def test_no_jinja_serves_a_builtin_name(start_server: Callable[..., RunningServe
         assert applied.status_code == 200, applied.text
         assert applied.json()["prompt"] == (
             "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
-            "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|><|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>")
+            "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+            "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>")
         chat = client.post("/v1/chat/completions", json={"messages": MESSAGES, "max_tokens": 4})
         assert chat.status_code == 200, chat.text
         assert chat.json()["choices"][0]["message"]["role"] == "assistant"
@@ -55,7 +56,7 @@ def test_a_template_that_raises_is_a_400_naming_it(start_server: Callable[..., R
             assert response.status_code == 400, response.text
             error = response.json()["error"]
             assert error["type"] == "invalid_request_error" and error["code"] == 400
-            assert error["message"] == ("Jinja Exception: Conversation roles must alternate "
-                                        f"user/assistant/user/assistant/... (chat template: --chat-template-file {path})")
+            assert error["message"] == ("Jinja Exception: Conversation roles must alternate user/assistant/user/"
+                                        f"assistant/... (chat template: --chat-template-file {path})")
         # Nothing of the refused request stays behind: the next one is served.
         assert client.post("/v1/chat/completions", json={"messages": two_users[:1], "max_tokens": 2}).status_code == 200

@@ -6,7 +6,7 @@ format, and the call comes back parsed, whole and streamed, in OpenAI's shape.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

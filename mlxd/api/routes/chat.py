@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -79,12 +80,21 @@ async def chat_completions(request: Request):
 
     async def frames() -> AsyncIterator[str]:
         finished = 0
+        reported: set[int] = set()
         async for job, ev in stream:
             parser = parsers[job.index]
             if isinstance(ev, ProgressEvent):
-                chunk = oai.chat_chunk(env, job.index, {"role": "assistant", "content": None})
-                chunk["prompt_progress"] = progress_json(ev)
-                yield sse.data([chunk])
+                events = [ev]
+                if job.index not in reported and ev.processed > ev.cache:
+                    # b10621's first report comes before the first batch: only the cached tokens are in the slot.
+                    events.insert(0, dataclasses.replace(ev, processed=ev.cache, time_ms=0))
+                reported.add(job.index)
+                chunks = []
+                for each in events:
+                    chunk = oai.chat_chunk(env, job.index, {"role": "assistant", "content": None})
+                    chunk["prompt_progress"] = progress_json(each)
+                    chunks.append(chunk)
+                yield sse.data(chunks)
                 continue
             if isinstance(ev, FinalEvent):
                 finished += 1

@@ -1,14 +1,16 @@
 """gpt-oss answers (OpenAI's "harmony" channels): reasoning, content and tool calls, whole or as they stream.
 
-After the generation prompt ``<|start|>assistant`` the model writes messages, each a header and a body::
+After the generation prompt ``<|start|>assistant`` the model writes messages, each a header and a body (below, a
+call's ``<|call|>`` is on a line of its own only to fit the page)::
 
     <|channel|>analysis<|message|>...reasoning...<|end|>
-    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>
+    <|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}
+    <|call|>
     <|start|>assistant<|channel|>final<|message|>...the answer...<|return|>
 
 The ``analysis`` channel is ``reasoning_content``, ``final`` (and a ``commentary`` preamble addressed to no tool)
 is content, and a message addressed ``to=functions.NAME`` is a call of NAME with its body as JSON arguments; a call
-whose body is not a JSON object stays content, verbatim. The stream re-reads the text it holds at each delta and
+whose body is not a JSON object stays content (its body). The stream re-reads the text it holds at each delta and
 emits what grew, holding back a tag still being written, so that its output equals the whole-text parse.
 """
 

@@ -131,7 +131,8 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
     if fmt == "command-r7b":
         item = {"tool_call_id": {"type": "string", "pattern": "^[0-9]{1,3}$"}, "tool_name": {"const": name},
                 "parameters": params}
-        return f'{m("<|START_ACTION|>")} {array(item, ["tool_call_id", "tool_name", "parameters"])} {m("<|END_ACTION|>")}'
+        calls = array(item, ["tool_call_id", "tool_name", "parameters"])
+        return f'{m("<|START_ACTION|>")} {calls} {m("<|END_ACTION|>")}'
     if fmt == "granite":
         return f'{m("<|tool_call|>")} {array({**one, "arguments": params}, ["name", "arguments"])}'
     if fmt == "nemotron-v2":

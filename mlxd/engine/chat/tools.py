@@ -12,7 +12,6 @@ do pieces); the content it emits, and the calls, equal the whole-text parse for 
 
 from __future__ import annotations
 
-import json
 import secrets
 import string
 from collections.abc import Callable

@@ -171,7 +171,8 @@ QWEN3_CONTINUED = [
     ({"content": "Sure"}, "<think>\n\n</think>\n\nSure"),
     ({"content": "Sure", "reasoning_content": "Hmm"}, "<think>\nHmm\n</think>\n\nSure"),
     ({"content": "", "reasoning_content": "Hmm"}, "<think>\nHmm"),
-    ({"content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]}, "<think>\n\n</think>\n\nWh\n\nill"),
+    ({"content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]},
+     "<think>\n\n</think>\n\nWh\n\nill"),
 ]
 
 
