@@ -124,7 +124,11 @@ def install(app: Sanic, settings: VertexSettings, prefix: str = "", timeout: flo
             return json_response(_error("request body must include an array field named instances"), status=400)
         if len(instances) > MAX_INSTANCES:
             return json_response(_error(f"instances array exceeds maximum size of {MAX_INSTANCES}"), status=400)
-        host, port = request.conn_info.sockname[:2] if request.conn_info else ("127.0.0.1", 0)
+        sockname = request.conn_info.sockname if request.conn_info else None
+        if not isinstance(sockname, tuple):  # a Unix socket: the loopback dispatch below needs TCP
+            return json_response(_error("the predict route needs a TCP listener", "not_supported_error", 501),
+                                 status=501)
+        host, port = sockname[:2]
         if ":" in str(host):
             host = f"[{host}]"
         base = f"{request.scheme}://{host}:{port}{prefix}"
