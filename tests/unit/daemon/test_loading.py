@@ -13,6 +13,7 @@ import pytest
 
 from mlxd.config import ModelResolved, ResolvedConfig, resolve
 from mlxd.daemon.loading import load_router_model
+from mlxd.daemon.pool_change import PoolChange, PoolStep
 from mlxd.daemon.router import ModelPool
 from mlxd.errors import EngineError, InvalidRequest, MlxdError
 
@@ -42,10 +43,29 @@ def configure(root: Path, checkpoint: Path, *, presets: str = "", models_max: in
     return resolve(argv, {}, read_config_ini=False)
 
 
+class Owner:
+    """The pool's owner reduced to its discipline (one change at a time, under a lock) and a record of the steps
+    it would commit; the daemon's is mlxd.daemon.controller.Controller."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.steps: list[PoolStep] = []
+
+    async def pool_change(self, pool: ModelPool, change: PoolChange) -> None:
+        async with self.lock:
+            try:
+                await pool.execute(change)
+            finally:
+                self.steps += pool.take_steps()
+
+    def model_state(self, name: str, state: str, error: str | None = None) -> None:
+        pass
+
+
 def run(body: Callable[[ModelPool], Awaitable[None]], resolved: ResolvedConfig,
         loader: Callable[[ModelResolved], Any] = load_router_model) -> None:
     async def main() -> None:
-        pool = ModelPool(resolved, loader)
+        pool = ModelPool(resolved, loader, owner=Owner())
         try:
             await body(pool)
         finally:
@@ -73,6 +93,11 @@ def test_concurrent_requests_share_one_load_and_the_least_recently_used_is_evict
         pool.release(await pool.acquire("beta", None, touch=False))  # a GET does not refresh last use
         pool.release(await pool.acquire("gamma", None, touch=True))
         assert states(pool) == {"alpha": "loaded", "beta": "unloaded", "gamma": "loaded"}
+        # Each on-demand load and the eviction reached the owner as a step of its own to commit.
+        assert isinstance(pool.owner, Owner)
+        assert [(s.name, s.state) for s in pool.owner.steps] == [
+            ("alpha", "loaded"), ("beta", "loaded"), ("beta", "unloaded"), ("gamma", "loaded")]
+        assert pool.owner.steps[2].trigger == "router:evict (room for gamma)"
 
     run(body, configure(tmp_path, tiny_checkpoint), loader)
 
@@ -155,10 +180,14 @@ def test_load_on_startup_and_idle_unload(tmp_path: Path, tiny_checkpoint: Path) 
     async def body(pool: ModelPool) -> None:
         await pool.start()
         assert states(pool) == {"alpha": "loaded", "beta": "loaded", "gamma": "unloaded"}
+        # The controller runs start() under its lock and commits it as the startup generation.
+        assert [(s.trigger, s.name) for s in pool.take_steps()] == [("startup", "alpha"), ("startup", "beta")]
         deadline = time.monotonic() + 30
         while states(pool)["alpha"] != "unloaded" and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert states(pool) == {"alpha": "unloaded", "beta": "loaded", "gamma": "unloaded"}
+        assert isinstance(pool.owner, Owner)
+        assert [(s.trigger, s.name, s.state) for s in pool.owner.steps] == [("router:idle", "alpha", "unloaded")]
 
     run(body, configure(tmp_path, tiny_checkpoint, presets=presets))
 
