@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -201,3 +202,45 @@ def test_more_load_on_startup_models_than_models_max_is_an_error(tmp_path: Path,
         assert set(states(pool).values()) == {"unloaded"}
 
     run(body, configure(tmp_path, tiny_checkpoint, presets=presets, models_max=1, names=("alpha", "beta")))
+
+
+def test_a_load_in_progress_holds_no_lock_and_a_reload_under_the_lock_settles_it(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    # alpha's weights are read behind a gate; meanwhile the owner's lock is free, another model loads and serves,
+    # and a reload holding the lock (alpha's definition changed) waits for the read alone, not for the lock it
+    # holds; the request waiting for alpha then gets the new definition.
+    before = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 512\n")
+    after = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 1024\n")
+    gate = threading.Event()
+    loader = CountingLoader()
+
+    def gated(model: ModelResolved) -> Any:
+        if model.name == "alpha" and not gate.is_set():
+            gate.wait(60)
+        return loader(model)
+
+    async def body(pool: ModelPool) -> None:
+        owner = pool.owner
+        assert isinstance(owner, Owner)
+        waiting = asyncio.get_running_loop().create_task(pool.acquire("alpha", None, touch=True))
+        while states(pool)["alpha"] != "loading":
+            await asyncio.sleep(0.01)
+        assert not owner.lock.locked()
+        pool.release(await asyncio.wait_for(pool.acquire("beta", None, touch=True), 60))
+        assert states(pool)["alpha"] == "loading" and not waiting.done()
+
+        async def reload() -> None:
+            async with owner.lock:
+                await pool.apply(after)
+
+        reloading = asyncio.get_running_loop().create_task(reload())
+        await asyncio.sleep(0.1)
+        assert not reloading.done()  # it waits for alpha's read to finish
+        gate.set()
+        await asyncio.wait_for(reloading, 60)
+        served = await asyncio.wait_for(waiting, 60)
+        pool.release(served)
+        assert served.config is not None and served.config.ctx_size == 1024
+        assert loader.calls == {"alpha": 2, "beta": 1}  # the old definition's load, then the new one's
+
+    run(body, before, gated)
