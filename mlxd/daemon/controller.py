@@ -1,7 +1,8 @@
 """The one writer of the serving state (design principle 3).
 
 Startup, a file edit, SIGHUP, an admin call, llama-server's management routes (``POST /lora-adapters``,
-``POST /models/load``), idle sleep and wake all do the same thing here, one at a time under one lock: build the
+``POST /models/load``), the router pool's own changes (on-demand loads, LRU evictions, idle unloads: see
+``pool_change``), idle sleep and wake all do the same thing here, one at a time under one lock: build the
 desired state, validate it, diff it against the running one, apply the plan, and commit a new generation that is
 published on ``/events``. If any step fails nothing changes: the running configuration keeps serving and the error
 is recorded (``last_error``, the log, a ``refused`` event). No other module assigns the serving state
