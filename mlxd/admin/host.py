@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol, Sequence, cast
 
-from mlxd.schemas.admin import LastErrorView, ModelView, StatusResponse
+from mlxd.errors import AdminError
+from mlxd.schemas.admin import DaemonStateName, LastErrorView, ModelStateName, ModelView, StatusResponse
 
 if TYPE_CHECKING:
     from mlxd.config import Config, ResolvedConfig
@@ -27,7 +28,9 @@ class AdminController(Protocol):
     last_result: str
     model_states: dict[str, tuple[str, str | None]]
     lock: asyncio.Lock
-    events: EventSource
+
+    @property
+    def events(self) -> EventSource: ...  # read-only, so that the controller's EventBus satisfies it
 
     @property
     def etag(self) -> str: ...
@@ -52,19 +55,75 @@ class AdminController(Protocol):
     async def unload_pool_model(self, name: str, *, trigger: str) -> "ChangeResult": ...
 
 
+# What admin reads of the serving state (mlxd.api.state.ServingState and the objects it holds), described here
+# because the admin room does not import the api. Read-only properties: admin never writes the serving state
+# (only the controller does), and a read-only member accepts the api's narrower types.
+class ServedView(Protocol):
+    """A loaded model (mlxd.api.state.ServedModel): its name and aliases."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def aliases(self) -> list[str]: ...
+
+
+class PoolEntryView(Protocol):
+    """One router model (mlxd.daemon.router.Entry): its name, state and error."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+
+class PoolView(Protocol):
+    """The router's pool (mlxd.daemon.router.ModelPool), read only: its changes go through the controller."""
+
+    def entries(self) -> Sequence[PoolEntryView]: ...
+
+
+class ServingView(Protocol):
+    """The serving state (mlxd.api.state.ServingState) as the admin routes read it."""
+
+    @property
+    def model(self) -> ServedView | None: ...
+
+    @property
+    def pool(self) -> PoolView | None: ...
+
+    @property
+    def started_at(self) -> float: ...
+
+
 class AdminHost(Protocol):
     """The daemon as the admin routes see it (mlxd.daemon.server.Daemon)."""
 
     state: Any  # an enum whose .value is starting | serving | reloading | draining | stopped
     resolved: "ResolvedConfig"  # the startup configuration
-    controller: AdminController | None  # None until startup begins
-    serving: Any  # mlxd.api.state.ServingState (the admin room does not import the api)
     shutdown: asyncio.Event
 
+    @property
+    def controller(self) -> AdminController | None: ...  # None until startup begins
 
-def daemon_state(host: AdminHost) -> str:
+    @property
+    def serving(self) -> ServingView | None: ...  # None until the daemon has built it
+
+
+def serving_state(host: AdminHost) -> ServingView:
+    """The serving state, for a route that needs it; 503 while the daemon is still building it."""
+    if host.serving is None:
+        raise AdminError("unavailable", "the daemon is starting; retry when it is serving", 503)
+    return host.serving
+
+
+def daemon_state(host: AdminHost) -> DaemonStateName:
     """The daemon's state; ``reloading`` while a change holds the controller's lock."""
-    state = str(getattr(host.state, "value", host.state))
+    state = cast(DaemonStateName, str(getattr(host.state, "value", host.state)))
     controller = host.controller
     if state == "serving" and controller is not None and controller.lock.locked():
         return "reloading"
@@ -82,7 +141,7 @@ def models(host: AdminHost) -> list[ModelView]:
     controller = host.controller
     pool = host.serving.pool if host.serving is not None else None
     if pool is not None:  # router mode: every model the router knows of, loaded or not
-        return [ModelView(name=e.name, state=e.state, error=e.error) for e in pool.entries()]
+        return [ModelView(name=e.name, state=cast(ModelStateName, e.state), error=e.error) for e in pool.entries()]
     served = host.serving.model if host.serving is not None else None
     if controller is None:  # still starting: the default model is loading
         label = model_label(host.resolved.config)
@@ -91,7 +150,7 @@ def models(host: AdminHost) -> list[ModelView]:
         return [ModelView(name=label, state="loading")] if label else []
     seen: dict[str, ModelView] = {}
     for name, (state, error) in controller.model_states.items():
-        seen[name] = ModelView(name=name, state=state, error=error)
+        seen[name] = ModelView(name=name, state=cast(ModelStateName, state), error=error)
     if served is not None:
         seen[served.name] = ModelView(name=served.name, state="loaded")
     return list(seen.values())

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Sequence
 
     from mlxd.config import Config, ModelResolved
     from mlxd.config.change import ChangeResult
@@ -74,7 +75,7 @@ class RouterPool(Protocol):
     models_max: int
     autoload: bool
 
-    def entries(self) -> list[Any]: ...
+    def entries(self) -> "Sequence[PoolEntry]": ...
 
     def canonical(self, name: str) -> str | None: ...
 

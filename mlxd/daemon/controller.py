@@ -1,7 +1,8 @@
 """The one writer of the serving state (design principle 3).
 
 Startup, a file edit, SIGHUP, an admin call, llama-server's management routes (``POST /lora-adapters``,
-``POST /models/load``), idle sleep and wake all do the same thing here, one at a time under one lock: build the
+``POST /models/load``), the router pool's own changes (on-demand loads, LRU evictions, idle unloads: see
+``pool_change``), idle sleep and wake all do the same thing here, one at a time under one lock: build the
 desired state, validate it, diff it against the running one, apply the plan, and commit a new generation that is
 published on ``/events``. If any step fails nothing changes: the running configuration keeps serving and the error
 is recorded (``last_error``, the log, a ``refused`` event). No other module assigns the serving state
@@ -27,6 +28,7 @@ from mlxd.errors import AdminError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel, ServingState
+    from mlxd.daemon.pool_change import PoolChange, PoolStep
     from mlxd.daemon.router import ModelPool
 
 log = logging.getLogger("mlxd.daemon.reconcile")
@@ -93,7 +95,7 @@ class Controller:
             desired = self.resolved
             what = "no model"
             if desired.is_router:
-                pool = ModelPool(desired, load_router_model, on_state=self.model_state)
+                pool = ModelPool(desired, load_router_model, owner=self)
                 names = ", ".join(sorted(desired.models)) or "none"
                 log.info("router: %d model(s) available: %s", len(desired.models), names)
                 self.serving.pool = pool
@@ -103,6 +105,7 @@ class Controller:
                     await pool.close(0.0)
                     self.serving.pool = None
                     raise
+                pool.take_steps()  # the load-on-startup models are part of the startup generation
                 what = "the router"
             else:
                 self.notifier.status("loading model")
@@ -193,13 +196,49 @@ class Controller:
             pool = self.pool
             if pool is None:
                 raise AdminError("not_router", "the daemon serves one model; load and unload change its model", 409)
+            error: MlxdError | None = None
             try:
-                canonical = await (pool.load(name, wait=wait) if action == "load" else pool.unload(name))
+                if action == "load":
+                    await pool.load(name, wait=wait, trigger=trigger)
+                else:
+                    await pool.unload(name, trigger=trigger)
             except MlxdError as exc:
-                if getattr(exc, "status", 500) < 500:
-                    raise
-                return self._refuse(trigger, f"model {name!r}: {exc}", False)
-            return self._commit(trigger, (f"models/{canonical}",), self.resolved.config_hash)
+                error = exc
+            steps = pool.take_steps()
+            if error is not None and not steps and getattr(error, "status", 500) < 500:
+                raise error  # the client's mistake (unknown name, not running): nothing changed
+            result = self._commit_steps(steps)
+            if error is not None and (result is None or result.error is None):
+                return self._refuse(trigger, f"model {name!r}: {error}", False)
+            # A load not waited for (POST /models/load) commits when its model is installed.
+            return result or ChangeResult(False, self.generation, self.resolved.config_hash, (), ())
+
+    # -- the router's own changes: on-demand loads, finished loads, LRU evictions, idle unloads ----------------
+    async def pool_change(self, pool: "ModelPool", change: "PoolChange") -> None:
+        """Execute a change the router's pool asks for, under the lock, and commit what it did: one generation
+        per model loaded or unloaded (an eviction, an idle unload), a refusal for a load that failed (the request
+        gets its error, the entry shows failed, the rest of the pool is as it was).
+
+        The lock is held only while the pool decides and installs; a model's weights are read on a thread with
+        the lock free (mlxd.daemon.router.ModelPool says how waits avoid it). A pool no longer in service (the
+        router became a single-model server) still executes, so its models are freed, but commits nothing."""
+        async with self.lock:
+            try:
+                await pool.execute(change)
+            finally:
+                steps = pool.take_steps()
+                if pool is self.pool:
+                    self._commit_steps(steps)
+
+    def _commit_steps(self, steps: "list[PoolStep]") -> ChangeResult | None:
+        """Commit each model the pool loaded or unloaded as a generation; refuse each load that failed."""
+        result = None
+        for step in steps:
+            if step.error is not None:
+                result = self._refuse(step.trigger, f"model {step.name!r}: {step.error}", False)
+            else:
+                result = self._commit(step.trigger, (f"models/{step.name}",), self.resolved.config_hash)
+        return result
 
     # -- idle sleep and wake (--sleep-idle-seconds) -----------------------------------------------------------
     async def sleep(self, still_idle: Callable[["ServedModel"], bool]) -> str | None:
@@ -361,6 +400,7 @@ class Controller:
         pool = self.pool
         if pool is not None and desired.is_router:
             await pool.apply(desired)  # models added, removed or changed (rule 2.17)
+            pool.take_steps()  # part of this change's generation
         # The swap: new requests see the new model and configuration from here on.
         self.serving.config = desired.config
         self.serving.model = replacement
@@ -380,13 +420,19 @@ class Controller:
         task.add_done_callback(self._retiring.discard)
 
     async def close(self) -> None:
-        """The daemon is stopping: let a change in progress finish, then wait for replaced models to be freed.
+        """The daemon is stopping: let a change in progress finish, wait for replaced models to be freed, and stop
+        the router's models.
 
         A worker left running when the event loop ends would be torn down with the interpreter, which aborts.
         """
         async with self.lock:
             while self._retiring:
                 await asyncio.gather(*self._retiring, return_exceptions=True)
+            pool = self.pool
+            if pool is not None:
+                # Loads in progress are waited for (their threads only: the lock is held here) and every model
+                # is stopped; nothing is committed any more.
+                await pool.close(0.0)
 
     async def _retire(self, old: "ServedModel", desired: ResolvedConfig) -> None:
         """Let the replaced model finish its in-flight generations, then free it."""

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError, Unavailable
 
 if TYPE_CHECKING:
@@ -47,7 +48,10 @@ class Entry:
     last_used: int = 0  # LRU tick: POST requests and loads
     last_active: float = field(default_factory=time.monotonic)  # any request: idle unload
     leases: int = 0  # requests that hold the served model but may not have reached its worker yet
-    task: "asyncio.Task[None] | None" = None  # the load in progress
+    task: "asyncio.Task[None] | None" = None  # the load in progress, as requests wait for it
+    thread: "asyncio.Task[ServedModel] | None" = None  # its weights being read (done: waiting to be settled)
+    trigger: str = ""  # what started the load in progress (the generation it commits names it)
+    started: float = 0.0
     stopping: "asyncio.Task[None] | None" = None  # the drain in progress
 
     @property
@@ -65,20 +69,31 @@ class Entry:
 
 
 class ModelPool:
-    """The router's models. Every method runs on the event loop; MLX work happens on worker threads."""
+    """The router's models. Every method runs on the event loop; MLX work happens on worker threads.
+
+    Which models run is changed only by the owner (mlxd.daemon.controller.Controller): the management methods
+    (:meth:`load`, :meth:`unload`, :meth:`apply`, :meth:`start`, :meth:`close`) are called by it, and what the
+    pool starts itself (an on-demand load, a finished load, an idle unload) is a :class:`PoolChange` that the
+    owner executes under its lock and commits. Lock discipline: the owner's lock is held only to decide and to
+    install (make room, start a load's thread; install or fail the finished load), never while a model's weights
+    are read, so admin reads, other requests and a concurrent reload are not held up by a load. A request that
+    waits for a model waits on that model's load task alone; a change under the lock that must wait for a load
+    (a reload, an unload) waits for its thread only, and settles it itself, so it never waits for the lock it
+    holds.
+    """
 
     def __init__(self, resolved: "ResolvedConfig", load_one: Callable[["ModelResolved"], "ServedModel"],
-                 on_state: Callable[..., None] | None = None) -> None:
+                 owner: PoolOwner | None = None) -> None:
         self.load_one = load_one
-        self.on_state = on_state  # (name, state, error) -> None: the controller's record of model states
+        self.owner = owner
         self.models_max = int(resolved.config.models_max)
         self.autoload = bool(resolved.config.models_autoload)
         self.created = int(time.time())
         self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in _visible(resolved).items()}
-        self._lock = asyncio.Lock()  # decisions about which models run (eviction, starting a load)
         self._tick = itertools.count(1)
         self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
         self._idle_task: asyncio.Task[None] | None = None
+        self._steps: list[PoolStep] = []  # what the changes executed since the owner last took them did
         self._closed = False  # the daemon is stopping: nothing new is loaded
 
     # -- names ------------------------------------------------------------------------------------------------
@@ -119,8 +134,37 @@ class ModelPool:
             entry.leases -= 1
             entry.last_active = time.monotonic()
 
-    # -- management (POST /models/load, /models/unload, the admin API) ----------------------------------------
-    async def load(self, name: str, *, wait: bool = False) -> str:
+    # -- changes, executed by the owner under its lock ---------------------------------------------------------
+    async def execute(self, change: PoolChange) -> None:
+        """Carry out a change the pool asked its owner for; what it did is in :meth:`take_steps`."""
+        entry = self._entries.get(change.name)
+        if entry is None:
+            if change.kind == "load":
+                raise InvalidRequest(f"model '{change.name}' not found")
+            return  # removed by a configuration change meanwhile
+        if change.kind == "load":
+            if entry.task is None and entry.state != "loaded" and entry.stopping is None:
+                await self._make_room(entry)
+                self._start_load(entry, change.trigger)
+        elif change.kind == "settle":
+            self._settle(entry)
+        elif change.kind == "idle":
+            idle = int(entry.spec.config.sleep_idle_seconds)
+            if idle > 0 and self._idle(entry, idle):
+                await self._stop(entry, f"idle for {idle} s", trigger=change.trigger)
+
+    def take_steps(self) -> list[PoolStep]:
+        """What the executed changes did since the last call (the owner commits each)."""
+        steps, self._steps = self._steps, []
+        return steps
+
+    async def _change(self, change: PoolChange) -> None:
+        if self.owner is None:
+            raise MlxdError("the router's pool changes only through its owner, which this pool lacks")
+        await self.owner.pool_change(self, change)
+
+    # -- management (POST /models/load, /models/unload, the admin API; called by the owner) --------------------
+    async def load(self, name: str, *, wait: bool = False, trigger: str = "load") -> str:
         """Start loading a model (evicting the least recently used one if needed); returns its canonical name.
 
         Raises InvalidRequest when the name is unknown or the model is already running; with ``wait``, the load's
@@ -132,18 +176,19 @@ class ModelPool:
         if entry.running:
             raise InvalidRequest("model is already running")
         entry.last_used = next(self._tick)
-        async with self._lock:
-            if entry.running:
-                raise InvalidRequest("model is already running")
-            if entry.stopping is not None:
-                await entry.stopping
-            await self._make_room(entry)
-            task = self._start_load(entry)
+        if entry.stopping is not None:
+            await asyncio.shield(entry.stopping)
+        await self._make_room(entry)
+        self._start_load(entry, trigger)
         if wait:
-            await asyncio.shield(task)
+            thread = entry.thread
+            await self._await_thread(entry)
+            error = thread.exception() if thread is not None and not thread.cancelled() else None
+            if error is not None:
+                raise error
         return canonical
 
-    async def unload(self, name: str) -> str:
+    async def unload(self, name: str, *, trigger: str = "unload") -> str:
         """Stop a running model (its in-flight requests finish first); returns its canonical name."""
         canonical = self.canonical(name)
         if canonical is None:
@@ -151,11 +196,9 @@ class ModelPool:
         entry = self._entries[canonical]
         if not entry.running:
             raise InvalidRequest("model is not running")
-        if entry.task is not None:
-            await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
-        async with self._lock:
-            if entry.state == "loaded":
-                await self._stop(entry, "unload")
+        await self._await_thread(entry)
+        if entry.state == "loaded":
+            await self._stop(entry, "unload", trigger=trigger)
         return canonical
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -167,7 +210,7 @@ class ModelPool:
             raise MlxdError(f"{len(wanted)} models have load-on-startup, more than --models-max "
                             f"{self.models_max}")
         for entry in wanted:
-            await self.load(entry.name, wait=True)
+            await self.load(entry.name, wait=True, trigger="startup")
         self._idle_task = asyncio.get_running_loop().create_task(self._watch_idle())
 
     async def close(self, timeout: float) -> None:
@@ -176,8 +219,7 @@ class ModelPool:
         if self._idle_task is not None:
             self._idle_task.cancel()
         for entry in list(self._entries.values()):
-            if entry.task is not None:
-                await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
+            await self._await_thread(entry)
         # Models already draining (evicted, idle, reloaded) are waited for too: no worker may outlive the pool.
         draining = [asyncio.shield(e.stopping) for e in self._entries.values() if e.stopping is not None]
         await asyncio.gather(*(self._stop(e, "shutdown", timeout) for e in self._entries.values()
@@ -192,28 +234,26 @@ class ModelPool:
         self.models_max = int(desired.config.models_max)
         self.autoload = bool(desired.config.models_autoload)
         models = _visible(desired)
-        async with self._lock:
-            for name, entry in list(self._entries.items()):
-                spec = models.get(name)
-                if spec is not None and model_plan(entry.spec.config, spec.config).empty \
-                        and spec.extras == entry.spec.extras:
-                    entry.spec = spec
-                    continue
-                if entry.task is not None:
-                    await asyncio.gather(asyncio.shield(entry.task), return_exceptions=True)
-                if entry.state == "loaded":
-                    log.info("(reload) unloading model name=%s (source updated or removed)", name)
-                    await self._stop(entry, "reload")
-                if spec is None:
-                    del self._entries[name]
-                    self._publish(name, "model_remove", {})
-                else:
-                    entry.spec, entry.error = spec, None
-                    if entry.state == "failed":
-                        entry.state = "unloaded"
-            for name, spec in models.items():
-                if name not in self._entries:
-                    self._entries[name] = Entry(spec)
+        for name, entry in list(self._entries.items()):
+            spec = models.get(name)
+            if spec is not None and model_plan(entry.spec.config, spec.config).empty \
+                    and spec.extras == entry.spec.extras:
+                entry.spec = spec
+                continue
+            await self._await_thread(entry)
+            if entry.state == "loaded":
+                log.info("(reload) unloading model name=%s (source updated or removed)", name)
+                await self._stop(entry, "reload")
+            if spec is None:
+                del self._entries[name]
+                self._publish(name, "model_remove", {})
+            else:
+                entry.spec, entry.error = spec, None
+                if entry.state == "failed":
+                    entry.state = "unloaded"
+        for name, spec in models.items():
+            if name not in self._entries:
+                self._entries[name] = Entry(spec)
         self._publish("", "models_reload", {})
 
     # -- events (GET /models/sse) -----------------------------------------------------------------------------
@@ -246,8 +286,8 @@ class ModelPool:
     # -- internals --------------------------------------------------------------------------------------------
     def _set(self, entry: Entry, state: str, error: str | None = None) -> None:
         entry.state, entry.error = state, error
-        if self.on_state is not None:
-            self.on_state(entry.name, state, error)
+        if self.owner is not None:
+            self.owner.model_state(entry.name, state, error)
 
     async def _ensure_loaded(self, entry: Entry) -> "ServedModel":
         while True:
@@ -256,51 +296,75 @@ class ModelPool:
             if entry.stopping is not None:
                 await asyncio.shield(entry.stopping)
                 continue
-            if entry.task is None:
-                async with self._lock:
-                    if entry.task is None and entry.state != "loaded" and entry.stopping is None:
-                        await self._make_room(entry)
-                        self._start_load(entry)
+            task = entry.task
+            if task is None:
+                # The owner decides (room, start) under its lock and commits; the wait below is outside it.
+                await self._change(PoolChange("load", entry.name, "router:on-demand"))
                 continue
             try:
-                await asyncio.shield(entry.task)
+                await asyncio.shield(task)
             except MlxdError as exc:
                 raise EngineError(f"model name={entry.name} failed to load") from exc
 
-    def _start_load(self, entry: Entry) -> "asyncio.Task[None]":
+    def _start_load(self, entry: Entry, trigger: str) -> None:
         if self._closed:
             raise Unavailable(f"model name={entry.name} is not loaded and the server is stopping")
         self._set(entry, "loading")
+        entry.trigger = trigger
         self._publish(entry.name, "model_status", {"status": "loading"})
-        task = asyncio.get_running_loop().create_task(self._load(entry))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # failures are recorded on the entry
-        entry.task = task
-        return task
-
-    async def _load(self, entry: Entry) -> None:
         progress = {"stages": ["text_model"], "current": "text_model"}
         self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 0.0}})
-        started = time.monotonic()
-        try:
-            served = await asyncio.to_thread(self.load_one, entry.spec)
-        except MlxdError as exc:
-            log.error("model name=%s failed to load: %s", entry.name, exc)
-            self._set(entry, "failed", str(exc))
+        loop = asyncio.get_running_loop()
+        entry.started = time.monotonic()
+        thread = loop.create_task(asyncio.to_thread(self.load_one, entry.spec))
+        thread.add_done_callback(lambda t: t.cancelled() or t.exception())  # read by _settle
+        task = loop.create_task(self._load(entry, thread))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # failures are recorded on the entry
+        entry.thread, entry.task = thread, task
+
+    async def _load(self, entry: Entry, thread: "asyncio.Task[ServedModel]") -> None:
+        """A load as requests wait for it: the weights are read on a thread, then the owner installs the model
+        (a no-op when a change under the lock settled it first); the load's own error is raised."""
+        await asyncio.gather(asyncio.shield(thread), return_exceptions=True)
+        if entry.thread is thread:
+            await self._change(PoolChange("settle", entry.name, entry.trigger))
+        thread.result()  # raises the load's error for the requests waiting for it
+
+    async def _await_thread(self, entry: Entry) -> None:
+        """Wait for a load in progress to read its weights, and settle it (called under the owner's lock)."""
+        thread = entry.thread
+        if thread is not None:
+            await asyncio.gather(asyncio.shield(thread), return_exceptions=True)
+            self._settle(entry)
+
+    def _settle(self, entry: Entry) -> None:
+        """Install a finished load's model, or mark the entry failed with its error (nothing else changes)."""
+        thread = entry.thread
+        if thread is None or not thread.done():
+            return
+        entry.thread, entry.task = None, None
+        error = "the load was cancelled" if thread.cancelled() else thread.exception()
+        if error is not None:
+            log.error("model name=%s failed to load: %s", entry.name, error)
+            self._set(entry, "failed", str(error))
             self._publish(entry.name, "status_change", {"status": "unloaded", "failed": True})
-            raise
-        finally:
-            entry.task = None
+            self._steps.append(PoolStep(entry.trigger, entry.name, "failed", str(error)))
+            return
+        served = thread.result()  # installed even when the pool is closing: close() then stops it with the rest
         entry.served = served
         entry.last_active = time.monotonic()
         self._set(entry, "loaded")
-        log.info("model name=%s loaded in %.2f s", entry.name, time.monotonic() - started)
+        self._steps.append(PoolStep(entry.trigger, entry.name, "loaded"))
+        log.info("model name=%s loaded in %.2f s", entry.name, time.monotonic() - entry.started)
+        progress = {"stages": ["text_model"], "current": "text_model"}
         self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 1.0}})
         self._publish(entry.name, "status_change", {"status": "loaded", "info": {
             "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
             "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": _meta(served)}})
 
     async def _make_room(self, incoming: Entry) -> None:
-        """Evict least recently used models until ``incoming`` fits under --models-max (called under the lock)."""
+        """Evict least recently used models until ``incoming`` fits under --models-max (called under the owner's
+        lock; each eviction is a step of its own, committed even when the load that follows fails)."""
         if self.models_max <= 0:
             return
         while True:
@@ -312,9 +376,9 @@ class ModelPool:
                 raise ModelLimit("model limit reached, try again later")
             victim = min(victims, key=lambda e: e.last_used)
             log.info("models_max limit reached, removing LRU name=%s", victim.name)
-            await self._stop(victim, "evicted")
+            await self._stop(victim, "evicted", trigger=f"router:evict (room for {incoming.name})")
 
-    async def _stop(self, entry: Entry, why: str, timeout: float | None = None) -> None:
+    async def _stop(self, entry: Entry, why: str, timeout: float | None = None, *, trigger: str | None = None) -> None:
         """Drain and free a loaded model: requests holding it finish (up to stop-timeout), then its worker stops."""
         served = entry.served
         if served is None:
@@ -337,21 +401,27 @@ class ModelPool:
             entry.served = None
             entry.leases = 0
             self._set(entry, "unloaded")
+            self._steps.append(PoolStep(trigger or why, entry.name, "unloaded"))
             self._publish(entry.name, "status_change", {"status": "unloaded"})
             log.info("model name=%s unloaded (%s)", entry.name, why)
 
+    @staticmethod
+    def _idle(entry: Entry, idle: int) -> bool:
+        return (entry.state == "loaded" and entry.served is not None and entry.leases == 0
+                and entry.served.worker.n_in_flight == 0 and time.monotonic() - entry.last_active >= idle)
+
     async def _watch_idle(self) -> None:
-        """Unload a loaded model idle for its sleep-idle-seconds (-1 disables; per model, so a preset sets it)."""
+        """Unload a loaded model idle for its sleep-idle-seconds (-1 disables; per model, so a preset sets it):
+        the owner executes the unload, which checks again under its lock."""
         while True:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
-            now = time.monotonic()
             for entry in list(self._entries.values()):
                 idle = int(entry.spec.config.sleep_idle_seconds)
-                if (idle > 0 and entry.state == "loaded" and entry.served is not None and entry.leases == 0
-                        and entry.served.worker.n_in_flight == 0 and now - entry.last_active >= idle):
-                    async with self._lock:
-                        if entry.state == "loaded" and entry.leases == 0:
-                            await self._stop(entry, f"idle for {idle} s")
+                if idle > 0 and self._idle(entry, idle):
+                    try:
+                        await self._change(PoolChange("idle", entry.name, "router:idle"))
+                    except MlxdError as exc:  # the watch goes on; the owner recorded what failed
+                        log.error("idle unload of model name=%s failed: %s", entry.name, exc)
 
 
 def _visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:

@@ -290,18 +290,16 @@ class Daemon:
             server.server.close()  # stop accepting; open connections keep being served
         for connection in list(getattr(server, "connections", ())):
             connection.close_if_idle()  # idle keep-alive connections would only bring new work
-        if self.serving is not None and self.serving.pool is not None:
-            self.serving.pool.end_streams()
+        pool = self.controller.pool if self.controller is not None else None
+        if pool is not None:
+            pool.end_streams()  # /models/sse readers: ending their streams changes no state
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
             log.warning("drain timed out with %d request(s) in flight; ending them", self.in_flight.count)
         # Past the deadline the workers stop at once: what still runs gets the in-band error (a stream's last
         # frame, or the error envelope), which the handlers get a moment to write before the sockets close.
         if self.controller is not None:
-            await self.controller.close()  # a change in progress lands; replaced models are freed
-        pool = self.serving.pool if self.serving else None
-        if pool is not None:
-            await pool.close(0.0)
+            await self.controller.close()  # a change in progress lands; replaced and router models are freed
         model = self.serving.model if self.serving else None
         if model is not None:
             await asyncio.to_thread(model.worker.stop, 0.0)

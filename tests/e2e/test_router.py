@@ -193,11 +193,13 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
         assert "ctx-size = 4096" in by_id["gamma"]["status"]["preset"] and by_id["gamma"]["aliases"] == ["g1"]
         assert "(reload) unloading model name=gamma" in running.log()
 
-    # The admin API sees the pool's states; startup, the two POST /models/load and the reload are one committed
-    # generation each, through the one reconcile path.
+    # The admin API sees the pool's states. Every change of the pool is a committed generation through the one
+    # writer: startup (1), gamma's on-demand load (2), alpha's POST /models/load once installed (3), gamma's
+    # eviction to make room for delta (4; delta's failed load is refused, not a generation), g1's on-demand load
+    # (5) and the reload (6), which also clears the refusal's last_error.
     with admin(layout / "admin.sock") as client:
         status = client.get("/v1/status").json()
-        assert status["generation"] == 4
+        assert status["generation"] == 6 and status["last_error"] is None
         assert {m["name"]: m["state"] for m in status["models"]} == {
             "alpha": "loaded", "beta": "unloaded", "delta": "failed", "gamma": "unloaded"}
     loaded = mlxd_admin(layout / "admin.sock", "load", "beta")

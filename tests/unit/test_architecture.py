@@ -111,3 +111,72 @@ def test_the_owner_check_sees_the_owners_writes() -> None:
     # The check itself finds what it looks for: the owner assigns every serving field it is named for.
     written = {w.rsplit(".", 1)[-1] for w in _writes(OWNER)}
     assert {"model", "pool", "config", "sleeping", "sleeper", "generation"} <= written, written
+
+
+# The router's pool membership (which models are loaded) is serving state too: the pool changes it only as its
+# owner's typed changes. Outside the pool itself, only the owner calls its mutating methods; inside, what runs
+# without the owner (a request, a load's task, the idle watch) reaches no mutation except through the owner.
+ROUTER = PACKAGE / "daemon" / "router.py"
+POOL_MUTATORS = {"execute", "load", "unload", "apply", "start", "close", "take_steps", "_make_room", "_start_load",
+                 "_settle", "_stop", "_await_thread", "_set"}
+POOL_PUBLIC_MUTATORS = {m for m in POOL_MUTATORS if not m.startswith("_")}
+POOL_UNOWNED = {"acquire", "release", "_ensure_loaded", "_load", "_watch_idle"}  # not called by the owner
+GATEWAY = "_change"  # the pool's one way to its owner (PoolOwner.pool_change)
+
+
+def _pool_class() -> ast.ClassDef:
+    tree = ast.parse(ROUTER.read_text(), str(ROUTER))
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelPool")
+
+
+def _self_calls(function: ast.AST) -> set[str]:
+    """The methods a function calls on ``self`` (``self.x(...)``)."""
+    return {node.func.attr for node in ast.walk(function)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"}
+
+
+def _pool_methods() -> dict[str, ast.AST]:
+    return {n.name: n for n in _pool_class().body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_only_the_owner_calls_the_pools_mutating_methods() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in (OWNER, ROUTER):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in POOL_PUBLIC_MUTATORS and "pool" in (_holder(node.func.value) or ""):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} calls pool.{node.func.attr}")
+    assert not offenders, offenders
+
+
+def test_the_pool_changes_itself_only_through_its_owner() -> None:
+    methods = _pool_methods()
+    assert POOL_MUTATORS | POOL_UNOWNED | {GATEWAY} <= set(methods), "the check names methods the pool lacks"
+    reached: set[str] = set()
+    frontier = set(POOL_UNOWNED)
+    while frontier:  # everything the unowned entry points run, following self-calls but not the owner's gateway
+        name = frontier.pop()
+        reached.add(name)
+        frontier |= {c for c in _self_calls(methods[name]) if c in methods and c != GATEWAY} - reached
+    assert not reached & POOL_MUTATORS, sorted(reached & POOL_MUTATORS)
+    # The gateway hands the change to the owner and does nothing itself.
+    assert _self_calls(methods[GATEWAY]) == set()
+    owner_calls = {n.func.attr for n in ast.walk(methods[GATEWAY])
+                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert owner_calls == {"pool_change"}
+    # And the check sees what it looks for: the request path, a load's task and the idle watch ask the owner.
+    assert all(GATEWAY in _self_calls(methods[m]) for m in ("_ensure_loaded", "_load", "_watch_idle"))
+
+
+def test_the_owner_executes_and_commits_the_pools_changes() -> None:
+    tree = ast.parse(OWNER.read_text(), str(OWNER))
+    owner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Controller")
+    change = next(n for n in owner.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "pool_change")
+    calls = {n.func.attr for n in ast.walk(change) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert {"execute", "take_steps", "_commit_steps"} <= calls, calls
+    held = [n for n in ast.walk(change) if isinstance(n, ast.AsyncWith)]
+    assert held and any(isinstance(i.context_expr, ast.Attribute) and i.context_expr.attr == "lock"
+                        for w in held for i in w.items), "pool changes run under the owner's lock"

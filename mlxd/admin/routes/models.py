@@ -13,7 +13,7 @@ from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.admin.app import json_response
 from mlxd.admin.body import change_response, json_object
-from mlxd.admin.host import AdminController, AdminHost, model_label, models
+from mlxd.admin.host import AdminController, AdminHost, model_label, models, serving_state
 from mlxd.config import UNSET
 from mlxd.errors import AdminError, RequestError
 from mlxd.schemas.admin import ModelsPost, ModelsResponse
@@ -55,9 +55,10 @@ def _controller(host: AdminHost) -> AdminController:
 async def load(host: AdminHost, name: str) -> HTTPResponse:
     controller = _controller(host)
     current = controller.resolved
-    if host.serving.pool is not None:
+    serving = serving_state(host)
+    if serving.pool is not None:
         return await _router(host, "load", name)
-    served = host.serving.model
+    served = serving.model
     if served is not None and (name == served.name or name in served.aliases or name in _names(current.config)):
         values: dict[str, Any] = {}  # already served: nothing to change
     elif os.path.isdir(name):
@@ -73,9 +74,10 @@ async def load(host: AdminHost, name: str) -> HTTPResponse:
 
 async def unload(host: AdminHost, name: str) -> HTTPResponse:
     controller = _controller(host)
-    if host.serving.pool is not None:
+    serving = serving_state(host)
+    if serving.pool is not None:
         return await _router(host, "unload", name)
-    served = host.serving.model
+    served = serving.model
     if served is None or not (name == served.name or name in served.aliases or name in _names(
             controller.resolved.config)):
         raise AdminError("not_loaded", f"model {name!r} is not loaded", 404)
@@ -86,7 +88,7 @@ async def unload(host: AdminHost, name: str) -> HTTPResponse:
 @bp.get("/v1/models", ctx_kind="read")
 async def list_models(request: Request) -> HTTPResponse:
     host = request.app.ctx.host
-    body = ModelsResponse(mode="router" if host.serving.pool is not None else "single", models=models(host))
+    body = ModelsResponse(mode="router" if serving_state(host).pool is not None else "single", models=models(host))
     return json_response(body.model_dump())
 
 

@@ -9,6 +9,7 @@ from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.admin.app import json_response
 from mlxd.admin.body import change_response, if_match, json_object
+from mlxd.admin.host import serving_state
 from mlxd.config import table
 from mlxd.config.render import shown
 from mlxd.errors import AdminError
@@ -45,7 +46,7 @@ async def put_logging(request: Request) -> HTTPResponse:
 @bp.get("/v1/lora", ctx_kind="read")
 async def get_lora(request: Request) -> HTTPResponse:
     host = request.app.ctx.host
-    model = host.serving.model
+    model = serving_state(host).model
     adapters = [{"id": a["id"], "path": str(a["path"]), "scale": float(a["scale"])}
                 for a in host.controller.lora_state()]
     return json_response(LoraResponse.model_validate({"model": model.name if model else None,

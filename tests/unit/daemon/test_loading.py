@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -13,6 +14,7 @@ import pytest
 
 from mlxd.config import ModelResolved, ResolvedConfig, resolve
 from mlxd.daemon.loading import load_router_model
+from mlxd.daemon.pool_change import PoolChange, PoolStep
 from mlxd.daemon.router import ModelPool
 from mlxd.errors import EngineError, InvalidRequest, MlxdError
 
@@ -42,10 +44,29 @@ def configure(root: Path, checkpoint: Path, *, presets: str = "", models_max: in
     return resolve(argv, {}, read_config_ini=False)
 
 
+class Owner:
+    """The pool's owner reduced to its discipline (one change at a time, under a lock) and a record of the steps
+    it would commit; the daemon's is mlxd.daemon.controller.Controller."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.steps: list[PoolStep] = []
+
+    async def pool_change(self, pool: ModelPool, change: PoolChange) -> None:
+        async with self.lock:
+            try:
+                await pool.execute(change)
+            finally:
+                self.steps += pool.take_steps()
+
+    def model_state(self, name: str, state: str, error: str | None = None) -> None:
+        pass
+
+
 def run(body: Callable[[ModelPool], Awaitable[None]], resolved: ResolvedConfig,
         loader: Callable[[ModelResolved], Any] = load_router_model) -> None:
     async def main() -> None:
-        pool = ModelPool(resolved, loader)
+        pool = ModelPool(resolved, loader, owner=Owner())
         try:
             await body(pool)
         finally:
@@ -73,6 +94,11 @@ def test_concurrent_requests_share_one_load_and_the_least_recently_used_is_evict
         pool.release(await pool.acquire("beta", None, touch=False))  # a GET does not refresh last use
         pool.release(await pool.acquire("gamma", None, touch=True))
         assert states(pool) == {"alpha": "loaded", "beta": "unloaded", "gamma": "loaded"}
+        # Each on-demand load and the eviction reached the owner as a step of its own to commit.
+        assert isinstance(pool.owner, Owner)
+        assert [(s.name, s.state) for s in pool.owner.steps] == [
+            ("alpha", "loaded"), ("beta", "loaded"), ("beta", "unloaded"), ("gamma", "loaded")]
+        assert pool.owner.steps[2].trigger == "router:evict (room for gamma)"
 
     run(body, configure(tmp_path, tiny_checkpoint), loader)
 
@@ -155,10 +181,14 @@ def test_load_on_startup_and_idle_unload(tmp_path: Path, tiny_checkpoint: Path) 
     async def body(pool: ModelPool) -> None:
         await pool.start()
         assert states(pool) == {"alpha": "loaded", "beta": "loaded", "gamma": "unloaded"}
+        # The controller runs start() under its lock and commits it as the startup generation.
+        assert [(s.trigger, s.name) for s in pool.take_steps()] == [("startup", "alpha"), ("startup", "beta")]
         deadline = time.monotonic() + 30
         while states(pool)["alpha"] != "unloaded" and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         assert states(pool) == {"alpha": "unloaded", "beta": "loaded", "gamma": "unloaded"}
+        assert isinstance(pool.owner, Owner)
+        assert [(s.trigger, s.name, s.state) for s in pool.owner.steps] == [("router:idle", "alpha", "unloaded")]
 
     run(body, configure(tmp_path, tiny_checkpoint, presets=presets))
 
@@ -172,3 +202,45 @@ def test_more_load_on_startup_models_than_models_max_is_an_error(tmp_path: Path,
         assert set(states(pool).values()) == {"unloaded"}
 
     run(body, configure(tmp_path, tiny_checkpoint, presets=presets, models_max=1, names=("alpha", "beta")))
+
+
+def test_a_load_in_progress_holds_no_lock_and_a_reload_under_the_lock_settles_it(
+        tmp_path: Path, tiny_checkpoint: Path) -> None:
+    # alpha's weights are read behind a gate; meanwhile the owner's lock is free, another model loads and serves,
+    # and a reload holding the lock (alpha's definition changed) waits for the read alone, not for the lock it
+    # holds; the request waiting for alpha then gets the new definition.
+    before = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 512\n")
+    after = configure(tmp_path, tiny_checkpoint, presets="[alpha]\nctx-size = 1024\n")
+    gate = threading.Event()
+    loader = CountingLoader()
+
+    def gated(model: ModelResolved) -> Any:
+        if model.name == "alpha" and not gate.is_set():
+            gate.wait(60)
+        return loader(model)
+
+    async def body(pool: ModelPool) -> None:
+        owner = pool.owner
+        assert isinstance(owner, Owner)
+        waiting = asyncio.get_running_loop().create_task(pool.acquire("alpha", None, touch=True))
+        while states(pool)["alpha"] != "loading":
+            await asyncio.sleep(0.01)
+        assert not owner.lock.locked()
+        pool.release(await asyncio.wait_for(pool.acquire("beta", None, touch=True), 60))
+        assert states(pool)["alpha"] == "loading" and not waiting.done()
+
+        async def reload() -> None:
+            async with owner.lock:
+                await pool.apply(after)
+
+        reloading = asyncio.get_running_loop().create_task(reload())
+        await asyncio.sleep(0.1)
+        assert not reloading.done()  # it waits for alpha's read to finish
+        gate.set()
+        await asyncio.wait_for(reloading, 60)
+        served = await asyncio.wait_for(waiting, 60)
+        pool.release(served)
+        assert served.config is not None and served.config.ctx_size == 1024
+        assert loader.calls == {"alpha": 2, "beta": 1}  # the old definition's load, then the new one's
+
+    run(body, before, gated)
