@@ -97,12 +97,14 @@ def test_an_idle_connection_is_closed(impatient: RunningServer) -> None:
 
 
 def test_timeout_does_not_cut_a_long_non_streamed_response(start_server: Callable[..., RunningServer]) -> None:
-    running = start_server("--timeout", "1", "-c", "4096", "--parallel", "1")
+    # 7,000 tokens take several times --timeout on any CPU this suite runs on (tiny decodes about 2,000 tok/s
+    # on one stream at best), so the answer outlives a deadline-style timeout.
+    running = start_server("--timeout", "1", "-c", "8192", "--parallel", "1")
     with running.client(timeout=300) as client:
-        response = client.post("/completion", json={"prompt": "Once", "n_predict": 800, "ignore_eos": True})
+        response = client.post("/completion", json={"prompt": "Once", "n_predict": 7000, "ignore_eos": True})
         assert response.status_code == 200, response.text
         final = response.json()
-        assert final["tokens_predicted"] == 800
+        assert final["tokens_predicted"] == 7000
         # It ran for longer than --timeout: the answer was not a deadline cut.
         assert final["timings"]["predicted_ms"] > 1000, final["timings"]
 
