@@ -30,6 +30,7 @@ from mlxd.engine import synth_tokenizer, synth_vlm
 
 if TYPE_CHECKING:
     import mlx.core as mx
+    import mlx.nn as nn
 
 Dtype = Literal["float32", "bfloat16"]
 
@@ -246,7 +247,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
                 weights[name] = mx.ones(size) if name.endswith("norm.weight") else mx.zeros(size)
         shape = extra
     config = model_config(shape, ids, dtype)
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(config))
+    model: nn.Module = qwen3.Model(qwen3.ModelArgs.from_dict(config))
     if dtype == "bfloat16":
         weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
     model.update(tree_unflatten(list(weights.items())))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import mlx.core as mx
 import numpy as np
 
+from mlxd.engine import readback
 from mlxd.engine.sampling.chain import SampledToken, TokenSampler
 
 
@@ -36,7 +37,7 @@ def sample_batch(logits: mx.array, samplers: Sequence[TokenSampler]) -> list[Sam
 
     out: list[SampledToken | None] = [None] * len(samplers)
     if greedy_tokens is not None:
-        for i, token in zip(fast, greedy_tokens.tolist(), strict=True):
+        for i, token in zip(fast, readback.ints(greedy_tokens), strict=True):
             out[i] = SampledToken(id=int(token))
     if slow_rows is not None:
         host = np.array(slow_rows, copy=False)
