@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol, cast
 
-from mlxd.schemas.admin import LastErrorView, ModelView, StatusResponse
+from mlxd.schemas.admin import DaemonStateName, LastErrorView, ModelStateName, ModelView, StatusResponse
 
 if TYPE_CHECKING:
     from mlxd.config import Config, ResolvedConfig
@@ -25,9 +25,11 @@ class AdminController(Protocol):
     generation: int
     last_error: "LastError | None"
     last_result: str
-    model_states: dict[str, tuple[str, str | None]]
+    model_states: dict[str, tuple[ModelStateName, str | None]]
     lock: asyncio.Lock
-    events: EventSource
+
+    @property
+    def events(self) -> EventSource: ...  # read-only, so the controller's concrete EventBus satisfies it
 
     @property
     def etag(self) -> str: ...
@@ -57,14 +59,19 @@ class AdminHost(Protocol):
 
     state: Any  # an enum whose .value is starting | serving | reloading | draining | stopped
     resolved: "ResolvedConfig"  # the startup configuration
-    controller: AdminController | None  # None until startup begins
     serving: Any  # mlxd.api.state.ServingState (the admin room does not import the api)
     shutdown: asyncio.Event
 
+    # None until startup begins. Read-only, so that the daemon's concrete Controller satisfies it (a mutable
+    # protocol member must match its type exactly).
+    @property
+    def controller(self) -> AdminController | None: ...
 
-def daemon_state(host: AdminHost) -> str:
+
+def daemon_state(host: AdminHost) -> DaemonStateName:
     """The daemon's state; ``reloading`` while a change holds the controller's lock."""
-    state = str(getattr(host.state, "value", host.state))
+    # The daemon's State enum's values are exactly DaemonStateName's names (the admin room does not import it).
+    state = cast(DaemonStateName, str(getattr(host.state, "value", host.state)))
     controller = host.controller
     if state == "serving" and controller is not None and controller.lock.locked():
         return "reloading"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError, Unavailable
+from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
@@ -41,7 +42,7 @@ class Entry:
     """One model the router knows of."""
 
     spec: "ModelResolved"
-    state: str = "unloaded"
+    state: ModelStateName = "unloaded"
     error: str | None = None
     served: "ServedModel | None" = None
     last_used: int = 0  # LRU tick: POST requests and loads
@@ -244,7 +245,7 @@ class ModelPool:
                 self._subscribers.discard(queue)
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _set(self, entry: Entry, state: str, error: str | None = None) -> None:
+    def _set(self, entry: Entry, state: ModelStateName, error: str | None = None) -> None:
         entry.state, entry.error = state, error
         if self.on_state is not None:
             self.on_state(entry.name, state, error)
