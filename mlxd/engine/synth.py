@@ -24,7 +24,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from mlxd.engine import synth_tokenizer, synth_vlm
 
@@ -281,10 +281,10 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     # Report usage errors to main() instead of exiting from inside a library function.
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _UsageError(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             self._print_message(message)
         raise _UsageError("") if status else _Done()
