@@ -11,7 +11,7 @@ import enum
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from mlxd.daemon.connections import ConnectionLimits, ServingProtocol
 from mlxd.daemon.listen import (Listener, bind, connections_cap, raise_open_files_limit,
@@ -21,6 +21,8 @@ from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
+    from mlxd.daemon.router import ModelPool
+    from mlxd.daemon.sleep import Sleeper
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
 
@@ -125,7 +127,8 @@ class Daemon:
         if self.notifier.watchdog_usec:
             background.append(loop.create_task(self._watchdog()))
         if self.serving is not None and self.serving.sleeper is not None:
-            background.append(loop.create_task(self.serving.sleeper.watch()))
+            # The serving state types its sleeper and pool by what the routes use; the daemon made the concrete ones.
+            background.append(loop.create_task(cast("Sleeper", self.serving.sleeper).watch()))
         assert self._listener is not None
         self.notifier.ready(f"serving {what} on {self._listener.url}")
 
@@ -291,7 +294,7 @@ class Daemon:
         for connection in list(getattr(server, "connections", ())):
             connection.close_if_idle()  # idle keep-alive connections would only bring new work
         if self.serving is not None and self.serving.pool is not None:
-            self.serving.pool.end_streams()
+            cast("ModelPool", self.serving.pool).end_streams()
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
             log.warning("drain timed out with %d request(s) in flight; ending them", self.in_flight.count)
@@ -299,7 +302,7 @@ class Daemon:
         # frame, or the error envelope), which the handlers get a moment to write before the sockets close.
         if self.controller is not None:
             await self.controller.close()  # a change in progress lands; replaced models are freed
-        pool = self.serving.pool if self.serving else None
+        pool = cast("ModelPool | None", self.serving.pool if self.serving else None)
         if pool is not None:
             await pool.close(0.0)
         model = self.serving.model if self.serving else None
