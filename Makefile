@@ -25,7 +25,7 @@ run: $(STAMP) $(DEFAULT_MODEL)/config.json
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-# mypy over the packages [tool.mypy] lists in pyproject.toml (those held at zero errors; `mypy mlxd` shows the rest).
+# mypy over all of mlxd ([tool.mypy] in pyproject.toml), held at zero errors.
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 

@@ -26,7 +26,7 @@ class AdminController(Protocol):
     generation: int
     last_error: "LastError | None"
     last_result: str
-    model_states: dict[str, tuple[str, str | None]]
+    model_states: dict[str, tuple[ModelStateName, str | None]]
     lock: asyncio.Lock
 
     @property

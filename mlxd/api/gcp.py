@@ -20,9 +20,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from sanic import HTTPResponse, Request, Sanic
+from sanic.models.handler_types import RouteHandler
 
 from mlxd.api.errors import json_response
 
@@ -156,4 +157,5 @@ def install(app: Sanic, settings: VertexSettings, prefix: str = "", timeout: flo
     if settings.path_health:
         from mlxd.api.routes.health import health
 
-        app.add_route(health, prefix + settings.path_health, methods=["GET"], name="gcp_health")
+        # sanic types a route-decorated handler as its coroutine; at runtime the decorator returns the handler.
+        app.add_route(cast(RouteHandler, health), prefix + settings.path_health, methods=["GET"], name="gcp_health")

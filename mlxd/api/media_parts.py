@@ -22,7 +22,7 @@ AUDIO_REFUSAL = "audio input is not supported - hint: if this is unexpected, you
 MULTIMODAL_REFUSAL = "Multimodal data provided, but model does not support multimodal requests."
 
 
-class MediaPrompt(list):  # type: ignore[type-arg]
+class MediaPrompt(list[int]):
     """A prompt's token ids that carry media: before ``resolve``, the text's own tokens with the rendered
     ``text`` and the ``sources``; after, the processor's ids with ``media`` (an ``engine.vlm.MediaInputs``)."""
 

@@ -25,6 +25,7 @@ from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.notify import Notifier
 from mlxd.daemon.served import adapter_set, lora_overrides, model_label, refresh
 from mlxd.errors import AdminError, MlxdError
+from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel, ServingState
@@ -58,7 +59,7 @@ class Controller:
         self.last_result: str = "none"  # committed | unchanged | refused: the last change's outcome (/metrics)
         self.events = EventBus()
         # name -> (state, error) of models other than the one in service: loading, draining, unloaded, failed.
-        self.model_states: dict[str, tuple[str, str | None]] = {}
+        self.model_states: dict[str, tuple[ModelStateName, str | None]] = {}
         self.lock = asyncio.Lock()
         self.started_at = time.time()
         self._retiring: set[asyncio.Task[None]] = set()  # replaced models (or a router pool) still draining
@@ -336,7 +337,7 @@ class Controller:
         log.info("%s: committed generation %d (config %s)", trigger, self.generation, config_hash[:12])
         return ChangeResult(True, self.generation, config_hash, changed, restart)
 
-    def model_state(self, name: str, state: str, error: str | None = None) -> None:
+    def model_state(self, name: str, state: ModelStateName, error: str | None = None) -> None:
         """Record a model's state (loading, loaded, draining, unloaded, failed) and publish it as an event."""
         name, error = redact(name), (redact(error) if error else None)
         self.model_states[name] = (state, error)

@@ -10,6 +10,7 @@ from mlxd.errors import EngineError, MlxdError
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
     from mlxd.config import Config, ModelResolved, ResolvedConfig
+    from mlxd.engine.loader import LoadedModel
 
 log = logging.getLogger("mlxd.daemon.loading")
 
@@ -90,6 +91,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     check_embedding_options(path, embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling)
     from mlxd.engine.vlm import modalities
 
+    loaded: LoadedModel  # a MultimodalModel (a LoadedModel) for images and audio
     if modalities(path).multimodal and cfg.mmproj_auto:  # images/audio through mlx-vlm; --no-mmproj: text only
         from mlxd.engine.vlm.load import load_multimodal
 

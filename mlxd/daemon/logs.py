@@ -193,9 +193,9 @@ def configure_logging(settings: LogSettings) -> None:
         else:
             stream = sys.stderr
             colors = settings.log_colors == "on" or (settings.log_colors == "auto" and stream.isatty())
-            handler = logging.StreamHandler(stream)
-            handler.setFormatter(_Formatter(settings, colors))
-            new_handlers.append(handler)
+            console = logging.StreamHandler(stream)
+            console.setFormatter(_Formatter(settings, colors))
+            new_handlers.append(console)
     for handler in new_handlers:
         if handler.formatter is None:
             handler.setFormatter(_Formatter(settings, colors=False))
@@ -207,7 +207,7 @@ def configure_logging(settings: LogSettings) -> None:
     for old in _handlers:
         for logger in loggers:
             logger.removeHandler(old)
-        if old.stream not in (sys.stderr, sys.stdout):  # type: ignore[attr-defined]
+        if not (isinstance(old, logging.StreamHandler) and old.stream in (sys.stderr, sys.stdout)):
             old.close()
     _handlers[:] = new_handlers
     for logger in loggers:

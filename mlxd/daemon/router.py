@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError, Unavailable
+from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel
@@ -42,7 +43,7 @@ class Entry:
     """One model the router knows of."""
 
     spec: "ModelResolved"
-    state: str = "unloaded"
+    state: ModelStateName = "unloaded"
     error: str | None = None
     served: "ServedModel | None" = None
     last_used: int = 0  # LRU tick: POST requests and loads
@@ -284,7 +285,7 @@ class ModelPool:
                 self._subscribers.discard(queue)
 
     # -- internals --------------------------------------------------------------------------------------------
-    def _set(self, entry: Entry, state: str, error: str | None = None) -> None:
+    def _set(self, entry: Entry, state: ModelStateName, error: str | None = None) -> None:
         entry.state, entry.error = state, error
         if self.owner is not None:
             self.owner.model_state(entry.name, state, error)

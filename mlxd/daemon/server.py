@@ -11,7 +11,7 @@ import enum
 import logging
 import os
 import signal
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from mlxd.daemon.connections import ConnectionLimits, ServingProtocol
 from mlxd.daemon.listen import (Listener, bind, connections_cap, raise_open_files_limit,
@@ -21,6 +21,8 @@ from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
+    from mlxd.daemon.router import ModelPool
+    from mlxd.daemon.sleep import Sleeper
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
 
@@ -125,7 +127,8 @@ class Daemon:
         if self.notifier.watchdog_usec:
             background.append(loop.create_task(self._watchdog()))
         if self.serving is not None and self.serving.sleeper is not None:
-            background.append(loop.create_task(self.serving.sleeper.watch()))
+            # The serving state types its sleeper and pool by what the routes use; the daemon made the concrete ones.
+            background.append(loop.create_task(cast("Sleeper", self.serving.sleeper).watch()))
         assert self._listener is not None
         self.notifier.ready(f"serving {what} on {self._listener.url}")
 

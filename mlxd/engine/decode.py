@@ -8,12 +8,14 @@ A mixin of ``Scheduler``, which owns the batch, the sampling backend and the slo
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 
 from mlxd.engine import context_shift
+from mlxd.engine import readback
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
@@ -65,7 +67,7 @@ class Decoding:
             # Start the next step's tokens now; read this step's inputs while the device works.
             following = self._argmax(logits, [s.seq for s in batch.slots if s.seq is not None]).astype(mx.uint32)
             mx.async_eval(following)
-            inputs = batch.tokens.tolist() if any(batch.awaiting) else None
+            inputs = readback.ints(batch.tokens) if any(batch.awaiting) else None
             for i, slot in enumerate(batch.slots):
                 seq = slot.seq
                 assert seq is not None
@@ -124,7 +126,8 @@ class Decoding:
             seq.n_past, slot.n_ctx, seq.request.n_keep, seq.request.n_discard, len(seq.prompt), has_bos
         )
         pending, awaiting = batch.tokens[row], batch.awaiting[row]
-        kv = context_shift.shift(self.model, batch.extract(row), keep, discard)
+        # The Scheduler's model is an nn.Module; this mixin declares only its call signature.
+        kv = context_shift.shift(cast(nn.Module, self.model), batch.extract(row), keep, discard)
         batch.remove([row])
         batch.add(slot, kv, pending, awaiting)
         seq.n_past -= discard
@@ -135,7 +138,7 @@ class Decoding:
         """Read back and accept the tokens a pipelined step left pending."""
         batch = self.batch
         assert batch.tokens is not None
-        inputs = batch.tokens.tolist()
+        inputs = readback.ints(batch.tokens)
         done = [
             i
             for i, slot in enumerate(batch.slots)

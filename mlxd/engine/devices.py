@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import mlx.core as mx
 
 MIB = 1024 * 1024
 
@@ -28,7 +32,7 @@ def available_devices() -> list[DeviceInfo]:
     return [_describe(mx.Device(k), "gpu" if k == mx.gpu else "cpu") for k in kinds]
 
 
-def _describe(device: object, name: str) -> DeviceInfo:
+def _describe(device: mx.Device, name: str) -> DeviceInfo:
     import mlx.core as mx
 
     info = mx.device_info(device)

@@ -20,12 +20,13 @@ the same type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx.utils import tree_map
 from mlx_lm.models.cache import BatchKVCache, KVCache, QuantizedKVCache, dynamic_roll, make_prompt_cache
 
+from mlxd.engine import readback
 from mlxd.errors import EngineError
 
 # ggml's block size for the q*_0 / q*_1 types (QK8_0 = QK4_0 = QK5_0 = 32); MLX's group size for them.
@@ -120,7 +121,9 @@ def model_dtype(model: Any) -> Any:
     """The dtype the model computes keys and values in: its first floating-point parameter's."""
     from mlx.utils import tree_flatten
 
-    for _, p in tree_flatten(model.parameters()):
+    # mlx's stub types tree_flatten's result as a list, a dict or a tuple; a flattened parameter tree is a list of
+    # (dotted name, array) pairs.
+    for _, p in cast(list[tuple[str, mx.array]], tree_flatten(model.parameters())):
         if mx.issubdtype(p.dtype, mx.floating):
             return p.dtype
     return mx.float32
@@ -214,6 +217,10 @@ class TypedBatchKV(BatchKVCache):
 class QuantKV(QuantizedKVCache):
     """mlx-lm's ``QuantizedKVCache`` that merges into :class:`BatchQuantizedKVCache` and can be trimmed in place."""
 
+    # As in BatchQuantizedKVCache: mlx-lm's untyped __init__ leaves these inferred as ``None``.
+    keys: tuple[mx.array, ...] | None  # type: ignore[assignment]
+    values: tuple[mx.array, ...] | None  # type: ignore[assignment]
+
     def merge(self, caches: list[Any]) -> "BatchQuantizedKVCache":
         return BatchQuantizedKVCache.merge(caches)
 
@@ -228,6 +235,11 @@ def _slice(t: tuple[mx.array, ...], *index: Any) -> tuple[mx.array, ...]:
 class BatchQuantizedKVCache(BatchKVCache):
     """``BatchKVCache``'s left-padded rows over quantized (packed, scales, biases) triples."""
 
+    # mlx-lm's untyped ``BatchKVCache.__init__`` leaves ``keys`` / ``values`` inferred as ``None``; here they hold
+    # the (packed, scales, biases) triples.
+    keys: tuple[mx.array, ...] | None  # type: ignore[assignment]
+    values: tuple[mx.array, ...] | None  # type: ignore[assignment]
+
     def __init__(self, left_padding: list[int], group_size: int = BLOCK, bits: int = 8) -> None:
         super().__init__(left_padding)
         self.group_size, self.bits = group_size, bits
@@ -239,13 +251,14 @@ class BatchQuantizedKVCache(BatchKVCache):
         if self.keys is None or prev + n > self.keys[0].shape[2]:
             steps = (self.step + n - 1) // self.step * self.step
 
-            def grow(x: mx.array, like: mx.array) -> mx.array:
+            def grow(x: mx.array | None, like: mx.array) -> mx.array:
                 pad = mx.zeros((like.shape[0], like.shape[1], steps, like.shape[3]), like.dtype)
                 return pad if x is None else mx.concatenate([x[..., :prev, :], pad], axis=2)
 
             self.keys = tuple(grow(None if self.keys is None else a, b) for a, b in zip(self.keys or (None,) * 3, qk))
             self.values = tuple(grow(None if self.values is None else a, b)
                                 for a, b in zip(self.values or (None,) * 3, qv))
+        assert self.keys is not None and self.values is not None
         self.offset = self.offset + n
         self._idx += n
         for dst, src in ((self.keys, qk), (self.values, qv)):
@@ -254,11 +267,13 @@ class BatchQuantizedKVCache(BatchKVCache):
         return self.keys_and_values()
 
     def keys_and_values(self) -> Any:
+        assert self.keys is not None and self.values is not None
         return _slice(self.keys, Ellipsis, slice(None, self._idx), slice(None)), _slice(
             self.values, Ellipsis, slice(None, self._idx), slice(None))
 
     def finalize(self) -> None:
         if self._right_padding is not None:
+            assert self.keys is not None and self.values is not None  # a prepared prompt was written first
             pad = self._right_padding[:, None]
             self.keys = tuple(dynamic_roll(x, pad, axis=2) for x in self.keys)
             self.values = tuple(dynamic_roll(x, pad, axis=2) for x in self.values)
@@ -267,14 +282,14 @@ class BatchQuantizedKVCache(BatchKVCache):
             self._right_padding = None
 
     def filter(self, batch_indices: Any) -> None:
-        if self.keys is not None:
+        if self.keys is not None and self.values is not None:
             self.keys = _slice(self.keys, batch_indices)
             self.values = _slice(self.values, batch_indices)
         self.offset = self.offset[batch_indices]
         self.left_padding = self.left_padding[batch_indices]
-        low = min(self.left_padding.tolist())
+        low = min(readback.ints(self.left_padding))
         if low > 0:
-            if self.keys is not None:
+            if self.keys is not None and self.values is not None:
                 self.keys = _slice(self.keys, Ellipsis, slice(low, None), slice(None))
                 self.values = _slice(self.values, Ellipsis, slice(low, None), slice(None))
             self._idx -= low
@@ -288,6 +303,8 @@ class BatchQuantizedKVCache(BatchKVCache):
         idx = max(self._idx, other._idx)
         size = max(c.keys[0].shape[2] for c in (self, other) if c.keys is not None)
         ref = (self if self.keys is not None else other)
+        assert ref.keys is not None and ref.values is not None
+        ref_keys, ref_values = ref.keys, ref.values
 
         def pad(c: "BatchQuantizedKVCache") -> tuple[Any, Any, mx.array, mx.array]:
             rows = c.offset.shape[0]
@@ -301,8 +318,8 @@ class BatchQuantizedKVCache(BatchKVCache):
                     x, right = x[..., :right, :], 0
                 return mx.pad(x, [(0, 0), (0, 0), (left, right), (0, 0)]) if left or right else x
 
-            ks = tuple(one(None if c.keys is None else x, r) for x, r in zip(c.keys or (None,) * 3, ref.keys))
-            vs = tuple(one(None if c.values is None else x, r) for x, r in zip(c.values or (None,) * 3, ref.values))
+            ks = tuple(one(None if c.keys is None else x, r) for x, r in zip(c.keys or (None,) * 3, ref_keys))
+            vs = tuple(one(None if c.values is None else x, r) for x, r in zip(c.values or (None,) * 3, ref_values))
             return ks, vs, c.offset, c.left_padding + left
 
         a, b = pad(self), pad(other)
@@ -314,7 +331,8 @@ class BatchQuantizedKVCache(BatchKVCache):
 
     def extract(self, idx: int) -> QuantKV:
         out = QuantKV(group_size=self.group_size, bits=self.bits)
-        padding = int(self.left_padding.tolist()[idx])
+        padding = readback.ints(self.left_padding)[idx]
+        assert self.keys is not None and self.values is not None
         out.keys = tuple(mx.contiguous(x[idx : idx + 1, :, padding : self._idx]) for x in self.keys)
         out.values = tuple(mx.contiguous(x[idx : idx + 1, :, padding : self._idx]) for x in self.values)
         out.offset = out.keys[0].shape[2]
@@ -353,7 +371,7 @@ class BatchQuantizedKVCache(BatchKVCache):
 
     @property
     def nbytes(self) -> int:
-        if self.keys is None:
+        if self.keys is None or self.values is None:
             return 0
         return sum(x.nbytes for x in (*self.keys, *self.values))
 

@@ -17,7 +17,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from mlxd.config.domains import lora_adapters
 from mlxd.engine.lora_layers import MultiLoRALinear, ScaleBoard, install, linear_dims, target_modules
@@ -174,7 +174,8 @@ def _read_adapter(model: nn.Module, index: int, spec: AdapterSpec) -> tuple[Adap
     config = _read_config(spec.path, where)
     params = _check_config(spec.path, config)
     try:
-        weights = mx.load(str(where / WEIGHTS_FILE))
+        # mlx's stub unions every mx.load form; a .safetensors file without metadata loads as a dict of arrays.
+        weights = cast(dict[str, mx.array], mx.load(str(where / WEIGHTS_FILE)))
     except (OSError, ValueError, RuntimeError) as exc:
         raise EngineError(f"LoRA adapter {spec.path}: cannot read {WEIGHTS_FILE}: {exc}") from exc
     keys = params.get("keys")

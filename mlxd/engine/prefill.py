@@ -62,7 +62,9 @@ class PromptProcessing:
                 self.model(tokens[:, :-1], cache=cache)
             last = tokens[:, -1:]
         else:
-            cache = [c.merge([slot.kv[i] for slot in group]) for i, c in enumerate(group[0].kv)]  # type: ignore[index]
+            kvs = [slot.kv for slot in group]
+            assert all(kv is not None for kv in kvs)  # each row of the group brings its own cache to the merge
+            cache = [c.merge([kv[i] for kv in kvs if kv is not None]) for i, c in enumerate(group[0].kv)]
             if longest > 1:
                 heads = mx.array([r[:-1] + [0] * pad for pad, r in zip(pads, rests)])
                 if max(pads):

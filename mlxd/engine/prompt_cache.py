@@ -7,9 +7,9 @@ or under another LoRA state. A fetched cache is a copy: the stored entry is neve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from mlx_lm.models.cache import LRUPromptCache, can_trim_prompt_cache, trim_prompt_cache
+from mlx_lm.models.cache import LRUPromptCache, PromptTrie, can_trim_prompt_cache, trim_prompt_cache
 
 from mlxd.engine.prompt_trie import IndexedPromptTrie
 from mlxd.engine.slots import common_prefix
@@ -25,7 +25,8 @@ class PromptCache:
         self.enabled = max_bytes != 0
         self._lru = LRUPromptCache(max_size=_MAX_ENTRIES, max_bytes=(1 << 62) if max_bytes is None else max_bytes)
         # Same answers as mlx_lm's trie, without a lookup that walks every entry below the common prefix.
-        self._lru._trie = IndexedPromptTrie()
+        # IndexedPromptTrie duck-types PromptTrie's interface (it does not subclass it; see prompt_trie.py).
+        self._lru._trie = cast(PromptTrie, IndexedPromptTrie())
 
     def __len__(self) -> int:
         return len(self._lru)

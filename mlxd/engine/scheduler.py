@@ -28,6 +28,7 @@ from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding, force_tokens
 from mlxd.engine import kv_types
+from mlxd.engine import readback
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.prefill import PromptProcessing
@@ -338,7 +339,7 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         results: list[Any]
         if all(q.plain_greedy for q in seqs):
             results = [None] * len(seqs)
-            tokens = self._argmax(logits, seqs).tolist()
+            tokens = readback.ints(self._argmax(logits, seqs))
         else:
             results = self.sampling.sample(logits, [q.sampler for q in seqs])
             tokens = [int(r.id) for r in results]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
@@ -48,6 +48,7 @@ def save(resident: Resident | None, path: Path) -> int:
             raise SlotFileError(f"layer {i} holds {cache.offset} tokens, the slot {len(resident.tokens)}")
         kinds.add(_kind(cache))
         if isinstance(cache, QuantKV):
+            assert cache.keys is not None and cache.values is not None
             for j in range(3):
                 arrays[f"{i}.keys.{j}"] = cache.keys[j][..., : cache.offset, :]
                 arrays[f"{i}.values.{j}"] = cache.values[j][..., : cache.offset, :]
@@ -64,7 +65,9 @@ def save(resident: Resident | None, path: Path) -> int:
 def load(path: Path, like: list[Any]) -> Resident | None:
     """Read a slot file (None: it holds an empty slot); ``like`` is a fresh cache of the model to match."""
     try:
-        arrays, metadata = mx.load(str(path), format="safetensors", return_metadata=True)
+        # mlx's stub unions every mx.load form; safetensors with return_metadata gives (arrays, string metadata).
+        arrays, metadata = cast(tuple[dict[str, mx.array], dict[str, str]],
+                                mx.load(str(path), format="safetensors", return_metadata=True))
     except Exception as exc:
         raise SlotFileError(f"{path.name} is not a slot file: {exc}") from exc
     if metadata.get("format") != FORMAT:

@@ -28,8 +28,10 @@ import mlx.core as mx
 import numpy as np
 
 from mlxd.engine import kv_types
+from mlxd.engine import readback
 from mlxd.engine import speculative_sampling as rs
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.sequence import Sequence
 from mlxd.engine.slots import Slot
 
 log = logging.getLogger("mlxd.engine.speculative")
@@ -117,14 +119,15 @@ class Speculating:
         targets = mx.argmax(logits, axis=-1)
         outs: list[Any] = [drafts, targets] + ([probs] if probs is not None else []) + ([rows] if sampled else [])
         mx.eval(outs)
-        d_host, t_host = drafts.tolist(), targets.tolist()
-        p_host = probs.tolist() if probs is not None else None
+        d_host, t_host = readback.int_rows(drafts), readback.int_rows(targets)
+        p_host = readback.float_rows(probs) if probs is not None else None
         chosen: dict[int, tuple[list[int], int]] = {}  # sampling rows: (tokens to emit, proposals kept)
         if rows is not None:
             host = np.array(rows, copy=False)
             for r, i in enumerate(sampled):
                 seq = batch.slots[i].seq
-                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], k, _rng(seq))  # type: ignore[union-attr]
+                assert seq is not None
+                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], k, _rng(seq))
         done: list[int] = []
         keep: list[int] = []  # proposals each row keeps in the target's cache
         last: list[int] = []  # each row's next input: the last token it emitted
@@ -157,10 +160,10 @@ class Speculating:
             keep.append(used)
             last.append(tokens[used])
         _roll_back(batch.cache, [k - u for u in keep], batch.solo)
-        rows = self._draft_rows
+        draft_rows = self._draft_rows
         kept_d = [min(u, k - 1) for u in keep]
-        _roll_back(rows.cache, [(k - 1) - u for u in kept_d], False)
-        rows.lens = [n + 1 + u for n, u in zip(rows.lens, kept_d)]
+        _roll_back(draft_rows.cache, [(k - 1) - u for u in kept_d], False)
+        draft_rows.lens = [n + 1 + u for n, u in zip(draft_rows.lens, kept_d)]
         batch.tokens = mx.array(last, dtype=mx.uint32)
         batch.awaiting = [False] * len(batch)
         self.spec_stats.drafted += drafted
@@ -190,14 +193,14 @@ class Speculating:
         cache lacks go in first, right-padded per row."""
         rows, batch = self._draft_rows, self.batch
         assert rows.cache is not None
-        lags = [s.seq.all_tokens[n : s.seq.n_past] for s, n in zip(batch.slots, rows.lens)]  # type: ignore[union-attr]
+        lags = [_live(s).all_tokens[n : _live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
         if longest == 1:
             logits = self.draft(pending[:, None], cache=rows.cache)[:, -1, :]
         else:
             pads = [longest - 1 - len(lag) for lag in lags]
-            host = pending.tolist()
-            tokens = mx.array([lag + [host[i]] + [0] * pads[i] for i, lag in enumerate(lags)], dtype=mx.uint32)
+            pending_host = readback.ints(pending)
+            tokens = mx.array([lag + [pending_host[i]] + [0] * pads[i] for i, lag in enumerate(lags)], dtype=mx.uint32)
             for c in rows.cache:
                 c.prepare(right_padding=pads)
             full = self.draft(tokens, cache=rows.cache)
@@ -208,13 +211,13 @@ class Speculating:
             rows.lens = [n + len(lag) for n, lag in zip(rows.lens, lags)]
         want_p = self.spec.p_min > 0
         out, probs = [], []
-        forks = {i: rs.fork(batch.slots[i].seq.sampler) for i in sampled}  # type: ignore[union-attr]
+        forks = {i: rs.fork(_live(batch.slots[i]).sampler) for i in sampled}
         qs: dict[int, list[np.ndarray]] = {i: [] for i in sampled}
         for j in range(k):
             token = mx.argmax(logits, axis=-1)
             if sampled:  # their proposals come from the host: one read-back per draft step
                 host = np.array(logits[mx.array(sampled)].astype(mx.float32))
-                picks = token.tolist()
+                picks = readback.ints(token)
                 for r, i in enumerate(sampled):
                     picks[i], q = rs.propose(forks[i], host[r], _rng(batch.slots[i].seq))
                     qs[i].append(q)
@@ -261,6 +264,12 @@ class Speculating:
                 c.filter(order)
             rows.slots = [rows.slots[i] for i in order]
             rows.lens = [rows.lens[i] for i in order]
+
+
+def _live(slot: Slot) -> Sequence:
+    """The sequence a decode-batch row runs (a row in the batch always holds one)."""
+    assert slot.seq is not None
+    return slot.seq
 
 
 def _rng(seq: Any) -> np.random.Generator:

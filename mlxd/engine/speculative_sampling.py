@@ -28,7 +28,7 @@ def eligible(seq: Any) -> bool:
     """Whether a sampling row can be verified by rejection sampling."""
     sampler = getattr(seq, "sampler", None)
     p = getattr(sampler, "params", None)
-    if p is None or seq.matcher is not None or seq.budget is not None or p.n_probs > 0 or p.mirostat != 0:
+    if sampler is None or p is None or seq.matcher is not None or seq.budget is not None or p.n_probs > 0 or p.mirostat != 0:
         return False
     if sampler.adaptive is not None or "infill" in p.samplers:
         return False

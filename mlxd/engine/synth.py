@@ -24,12 +24,13 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 from mlxd.engine import synth_tokenizer, synth_vlm
 
 if TYPE_CHECKING:
     import mlx.core as mx
+    import mlx.nn as nn
 
 Dtype = Literal["float32", "bfloat16"]
 
@@ -246,7 +247,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
                 weights[name] = mx.ones(size) if name.endswith("norm.weight") else mx.zeros(size)
         shape = extra
     config = model_config(shape, ids, dtype)
-    model = qwen3.Model(qwen3.ModelArgs.from_dict(config))
+    model: nn.Module = qwen3.Model(qwen3.ModelArgs.from_dict(config))
     if dtype == "bfloat16":
         weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
     model.update(tree_unflatten(list(weights.items())))
@@ -280,10 +281,10 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     # Report usage errors to main() instead of exiting from inside a library function.
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _UsageError(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if message:
             self._print_message(message)
         raise _UsageError("") if status else _Done()

@@ -99,7 +99,10 @@ def tokenizer_with(out: Path, extra: tuple[str, ...], template: str, max_length:
     tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in extra])
     synth_tokenizer.write_tokenizer_files(tokenizer, out, max_length=max_length)
     ids = synth_tokenizer.added_token_ids(tokenizer)
-    ids |= {t: int(tokenizer.token_to_id(t)) for t in extra}
+    for t in extra:
+        token_id = tokenizer.token_to_id(t)
+        assert token_id is not None  # added just above
+        ids[t] = token_id
     config_path = out / "tokenizer_config.json"
     config = json.loads(config_path.read_text())
     for t in extra:

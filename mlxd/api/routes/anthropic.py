@@ -13,7 +13,7 @@ from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.render import anthropic as ant
 from mlxd.api.render.openai import random_id
-from mlxd.engine.types import FinalEvent
+from mlxd.engine.types import FinalEvent, TokenEvent
 from mlxd.schemas.anthropic import MessagesRequest, to_chat
 
 bp = Blueprint("anthropic")
@@ -50,6 +50,7 @@ async def messages(request: Request):
                 out = [e for d in parser.finish() for e in events.diff(d)]
                 out += events.finish(ev, bool(parser.message.tool_calls))
             else:
+                assert isinstance(ev, TokenEvent)  # the route submits without progress: no ProgressEvent
                 out = [e for d in parser.feed(ev.text) for e in events.diff(d)]
             if out:
                 yield "".join(sse.event(name, data) for name, data in out)

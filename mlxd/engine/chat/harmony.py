@@ -94,7 +94,9 @@ class HarmonyStream:
         return self._emit(final=True)
 
     def _emit(self, *, final: bool) -> tuple[str, str, list[ToolCallDelta]]:
-        reasoning, content, calls = [], [], []
+        reasoning: list[str] = []
+        content: list[str] = []
+        calls: list[tuple[str, str]] = []
         for message in _messages(self._text):
             body = message.body
             if not message.closed and not final:

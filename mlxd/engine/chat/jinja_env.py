@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import jinja2

@@ -245,8 +245,13 @@ def _pangu(chat: Sequence[Turn], add: bool) -> str:
     return "".join(out) + ("[unused9]助手：" if add else "")
 
 
+def _trimmed(open_: str, close: str) -> Callable[[str], str]:
+    """A turn: ``open_``, the trimmed content, ``close``."""
+    return lambda c: open_ + _trim(c) + close
+
+
 def _exaone(tags: dict[str, tuple[str, str]], generation: str) -> Format:
-    return _by_role({role: (lambda c, o=o, e=e: o + _trim(c) + e) for role, (o, e) in tags.items()}, generation)
+    return _by_role({role: _trimmed(o, e) for role, (o, e) in tags.items()}, generation)
 
 
 _EXAONE3 = {"system": ("[|system|]", "[|endofturn|]\n"), "user": ("[|user|]", "\n"),
@@ -282,7 +287,7 @@ FORMATS: dict[str, Format] = {
                            "assistant": lambda c: f"<｜Assistant｜>{c}<｜end▁of▁sentence｜>"}, "<｜Assistant｜>"),
     "deepseek-ocr": lambda chat, add: "".join(c for _, c in chat),
     "command-r": _by_role({
-        role: (lambda c, t=token: f"<|START_OF_TURN_TOKEN|><|{t}_TOKEN|>{_trim(c)}<|END_OF_TURN_TOKEN|>")
+        role: _trimmed(f"<|START_OF_TURN_TOKEN|><|{token}_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
         for role, token in (("system", "SYSTEM"), ("user", "USER"), ("assistant", "CHATBOT"))},
         "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"),
     "llama3": _each(lambda r, c: f"<|start_header_id|>{r}<|end_header_id|>\n\n{_trim(c)}<|eot_id|>",

@@ -100,7 +100,8 @@ def _continuation(value: Any) -> Continuation | None:
     """``continue_final_message`` as llama-server reads it: true, "content" or "reasoning_content"; else none."""
     if value is True:
         return "auto"
-    return {"content": "content", "reasoning_content": "reasoning"}.get(value) if isinstance(value, str) else None
+    names: dict[str, Continuation] = {"content": "content", "reasoning_content": "reasoning"}
+    return names.get(value) if isinstance(value, str) else None
 
 
 def _continued_text(message: Any, continuation: Continuation, tags: Tags | None) -> tuple[str, Continuation]:
@@ -161,7 +162,7 @@ def apply_chat_template(
         raise ChatRequestError("Cannot set both add_generation_prompt and continue_final_message to true.")
     prefill = ""
     prefilled = continuation is not None and bool(chat)
-    if prefilled:
+    if prefilled and continuation is not None:
         markup = template.reasoning_markup(tags) if template.supports_thinking else None
         prefill, continuation = _continued_text(messages[-1], continuation, markup)
         if continuation == "content":

@@ -88,7 +88,7 @@ class ChatTemplate:
         # A built-in format is plain Python: nothing is compiled, and a tool_use variant has no use (no tools).
         self.tool_use_source = tool_use_source if self.builtin is None else None
         self._default = compile_template(self.source, origin) if self.builtin is None else None
-        self._tool_use = compile_template(tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
+        self._tool_use = compile_template(self.tool_use_source, f"{origin}, tool_use") if self.tool_use_source else None
         self._supports_thinking: bool | None = False if self.builtin else None
         self._caps: TemplateCaps | None = _BUILTIN_CAPS if self.builtin else None
         self._markup: tuple[tuple[str, str], tuple[str, str]] | None = None

@@ -65,7 +65,7 @@ def gemma_4_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         calls = list(message["tool_calls"])
         turn: dict[str, Any] = {"role": "assistant", "tool_calls": calls}
-        responses = []
+        responses: list[dict[str, Any]] = []
         i += 1
         while i < len(messages) and messages[i]["role"] == "tool":
             call = calls[len(responses)] if len(responses) < len(calls) else {}

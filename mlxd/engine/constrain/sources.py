@@ -116,8 +116,11 @@ def _preserved(body: Mapping[str, Any], tokenizer: ConstraintTokenizer | None) -
 def _trigger(item: Any, preserved: set[int], tokenizer: ConstraintTokenizer | None) -> Trigger:
     if not isinstance(item, Mapping) or not isinstance(item.get("value"), str):
         raise InvalidRequest('each grammar trigger must be an object {"type": N, "value": "..."}')
+    kind_value = item.get("type")
+    if kind_value is None:
+        raise InvalidRequest("Unknown grammar trigger type")
     try:
-        kind = TriggerType(item.get("type"))
+        kind = TriggerType(kind_value)
     except ValueError as exc:
         raise InvalidRequest("Unknown grammar trigger type") from exc
     value: str = item["value"]

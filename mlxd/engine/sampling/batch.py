@@ -8,10 +8,12 @@ runs its request's chain on numpy. Both share a single ``mx.eval``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import mlx.core as mx
 import numpy as np
 
+from mlxd.engine import readback
 from mlxd.engine.sampling.chain import SampledToken, TokenSampler
 
 
@@ -36,13 +38,13 @@ def sample_batch(logits: mx.array, samplers: Sequence[TokenSampler]) -> list[Sam
 
     out: list[SampledToken | None] = [None] * len(samplers)
     if greedy_tokens is not None:
-        for i, token in zip(fast, greedy_tokens.tolist(), strict=True):
+        for i, token in zip(fast, readback.ints(greedy_tokens), strict=True):
             out[i] = SampledToken(id=int(token))
     if slow_rows is not None:
         host = np.array(slow_rows, copy=False)
         for r, i in enumerate(slow):
             out[i] = samplers[i].sample(host[r])
-    return out  # type: ignore[return-value]
+    return cast(list[SampledToken], out)  # fast and slow together are every row: none is left None
 
 
 def _edited(rows: mx.array, samplers: Sequence[TokenSampler]) -> mx.array:

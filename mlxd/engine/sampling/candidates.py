@@ -166,7 +166,7 @@ class Mt19937:
         cp = np.cumsum(w / total)
         cp[-1] = 1.0
         u = self.uniform_double()
-        return int(min(np.searchsorted(cp, u, side="left"), len(cp) - 1))
+        return min(int(np.searchsorted(cp, u, side="left")), len(cp) - 1)
 
 
 def random_seed() -> int:

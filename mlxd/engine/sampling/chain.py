@@ -118,7 +118,7 @@ class TokenSampler:
         elif mirostat == 2:
             self.mirostat = temp_stage.MirostatV2(params.mirostat_tau, params.mirostat_eta, self.rng)
         # Only the tail of a long prompt can reach the windows; replaying the rest would change nothing.
-        window = max(self.penalties.last_n, self.dry.window.maxlen if self.dry.enabled else 0)
+        window = max(self.penalties.last_n, (self.dry.window.maxlen or 0) if self.dry.enabled else 0)
         for token in list(prompt_tokens)[-window:] if window else ():
             self.accept(token)
 

@@ -184,10 +184,10 @@ def _logit_bias(fields: Mapping[str, Any], defaults: SamplingParams, vocab: Samp
             bias = _bias(value)
             if bias is None:
                 continue
-            token = _strtol_whole(key)
-            if token is not None:
-                if 0 <= token < n_vocab:
-                    add(token, bias)
+            token_id = _strtol_whole(key)
+            if token_id is not None:
+                if 0 <= token_id < n_vocab:
+                    add(token_id, bias)
             else:
                 for t in vocab.encode(key):
                     add(t, bias)

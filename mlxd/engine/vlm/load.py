@@ -90,7 +90,7 @@ def set_image_tokens(path: Path, processor: Any, low: int | None, high: int | No
     """Bound one image's token count through the image processor's pixel budget (one token per merged patch)."""
     images = getattr(processor, "image_processor", None)
     patch, merge = getattr(images, "patch_size", None), getattr(images, "merge_size", None)
-    if not (hasattr(images, "min_pixels") and hasattr(images, "max_pixels") and patch and merge):
+    if not (images is not None and hasattr(images, "min_pixels") and hasattr(images, "max_pixels") and patch and merge):
         raise EngineError(f"model {path}: --image-min-tokens and --image-max-tokens need an image processor with "
                           f"a pixel budget (dynamic resolution); {type(images).__name__} has a fixed image size")
     per_token = int(patch * merge) ** 2

@@ -20,6 +20,7 @@ from typing import Any
 
 import mlx.core as mx
 
+from mlxd.engine import readback
 from mlxd.engine.scheduler import Scheduler
 from mlxd.engine.slots import Slot
 from mlxd.engine.vlm.inputs import MediaInputs
@@ -109,7 +110,7 @@ class MultimodalScheduler(Scheduler):
         # Other per-position inputs some families take (per-layer inputs), sliced with the embeddings.
         extras = {k: v for k, v in fields.items()
                   if isinstance(v, mx.array) and v.ndim >= 2 and v.shape[1] == len(prompt)}
-        shift = int(deltas.reshape(-1)[0].item()) if isinstance(deltas, mx.array) else 0
+        shift = readback.item_int(deltas.reshape(-1)[0]) if isinstance(deltas, mx.array) else 0
         if positions is not None and positions.ndim == 2:
             positions = mx.broadcast_to(positions[None], (3, *positions.shape))
         return _MediaState(embeds, positions, extras, shift)

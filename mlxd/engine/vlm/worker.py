@@ -28,7 +28,7 @@ class MultimodalWorker(ModelWorker):
         with self._cv:
             if not self._accepting:
                 raise Unavailable("the model is not accepting requests (it is stopping or not started)")
-            self._jobs.append((lambda: prepare(parts, text, marker, list(media)), done))  # type: ignore[arg-type]
+            self._jobs.append((lambda: prepare(parts, text, marker, list(media)), done))
             self._cv.notify_all()
         return done
 

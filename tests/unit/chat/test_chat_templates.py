@@ -97,6 +97,16 @@ def test_clock_globals_follow_the_given_time() -> None:
     assert template.render(HELLO, now=datetime(2025, 3, 1)) == "2025-03-01 01 Mar 2025 Mar 01 2025"
 
 
+def test_environment_strftime_now_works_without_render_variables() -> None:
+    # The environment's own global (what a compiled template reaches when rendered outside ChatTemplate.render);
+    # it once raised NameError for a missing import.
+    from mlxd.engine.chat.jinja_env import compile_template
+
+    rendered = compile_template("{{ strftime_now('%Y') }}|{{ strftime_now('%%') }}", "test").render()
+    year, percent = rendered.split("|")
+    assert year.isdigit() and len(year) == 4 and percent == "%"
+
+
 def test_generation_tag_renders_its_body() -> None:
     template = ChatTemplate("{% for m in messages %}{% generation %}<{{ m.content }}>{% endgeneration %}{% endfor %}")
     assert template.render(HELLO) == "<hello>"
