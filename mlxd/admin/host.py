@@ -150,7 +150,7 @@ def models(host: AdminHost) -> list[ModelView]:
         return [ModelView(name=label, state="loading")] if label else []
     seen: dict[str, ModelView] = {}
     for name, (state, error) in controller.model_states.items():
-        seen[name] = ModelView(name=name, state=cast(ModelStateName, state), error=error)
+        seen[name] = ModelView(name=name, state=state, error=error)
     if served is not None:
         seen[served.name] = ModelView(name=served.name, state="loaded")
     return list(seen.values())

@@ -55,12 +55,20 @@ class ServingOwner(Protocol):
 
 
 class PoolEntry(Protocol):
-    """One router model as the routes read it (mlxd.daemon.router.Entry)."""
+    """One router model as the routes read it (mlxd.daemon.router.Entry); read-only, so the pool's own narrower
+    types (its state is a ModelStateName) satisfy it."""
 
-    spec: "ModelResolved"
-    state: str
-    error: str | None
-    served: "ServedModel | None"
+    @property
+    def spec(self) -> "ModelResolved": ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def served(self) -> "ServedModel | None": ...
 
     @property
     def name(self) -> str: ...

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from mlxd.daemon.router import ModelPool
+    from mlxd.schemas.admin import ModelStateName
 
 
 @dataclass(frozen=True)
@@ -42,4 +43,4 @@ class PoolOwner(Protocol):
 
     async def pool_change(self, pool: "ModelPool", change: PoolChange) -> None: ...
 
-    def model_state(self, name: str, state: str, error: str | None = None) -> None: ...
+    def model_state(self, name: str, state: "ModelStateName", error: str | None = None) -> None: ...
