@@ -25,9 +25,10 @@ admin overrides, provenance and this page.
 Lowest to highest:
 
 1. built-in defaults (`default`)
-2. the checkpoint's own recommendations: `temperature`, `top-k` and `top-p` from the `generation_config.json` of
-   the `-m` directory (or of `--hf-repo`'s snapshot in the hub cache, when it is there)
-   (`checkpoint:generation_config.json`)
+2. the checkpoint's own settings, from the `-m` directory (or `--hf-repo`'s snapshot in the hub cache, when it is
+   there): `temperature`, `top-k` and `top-p` from its `generation_config.json` (`checkpoint:generation_config.json`),
+   and `ctx-size`, the context it was trained with, which is what `-c 0` means, from its `config.json`
+   (`checkpoint:config.json`)
 3. b10621's own config files: `/etc/llama.cpp/config.ini`, then `${XDG_CONFIG_HOME:-~/.config}/llama.cpp/config.ini`,
    sections `[*]` and `[default]` (`ini:PATH:LINE`)
 4. the TOML file, `--config FILE` or `MLXD_CONFIG` (`toml:PATH:LINE`); an empty file (no bytes) is refused as a

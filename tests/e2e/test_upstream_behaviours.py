@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -124,3 +127,15 @@ def test_responses_stream_carries_timings(server: Any) -> None:
             name, completed = data[-1]
             assert name == "response.completed"
             assert completed["timings"]["predicted_n"] == completed["response"]["usage"]["output_tokens"]
+
+
+def test_the_context_explained_is_the_context_served(start_server: Any, tiny_checkpoint: Path) -> None:
+    # Without -c, config explain's ctx-size (the checkpoint's, from config.json) is the context /props reports.
+    explained = subprocess.run([str(Path(sys.executable).parent / "mlxd"), "config", "explain", "--format", "json",
+                                "--", "-m", str(tiny_checkpoint)], capture_output=True, text=True, timeout=120,
+                               check=True)
+    ctx = json.loads(explained.stdout)["options"]["ctx-size"]
+    assert ctx["source"] == "checkpoint:config.json"
+    server = start_server("--parallel", "1")
+    with server.client() as client:
+        assert client.get("/props").json()["default_generation_settings"]["n_ctx"] == ctx["value"]

@@ -1,10 +1,11 @@
-"""The checkpoint's own settings: the sampling defaults of its ``generation_config.json``.
+"""The checkpoint's own settings: the sampling defaults of its ``generation_config.json`` and its context length.
 
-b10621 takes a model's recommended sampling from its metadata when the options are not set; mlxd reads the MLX
-checkpoint's ``generation_config.json`` the same way, as a layer just above the built-in defaults, so that
-``config explain`` shows the value that is served, with provenance ``checkpoint:generation_config.json``. Only this
-small JSON file is read (never weights): from the ``-m`` directory, or from the hub cache's snapshot of
-``--hf-repo`` when it is there already (nothing is downloaded here).
+b10621 takes a model's recommended sampling from its metadata when the options are not set, and `-c 0` means the
+context the model was trained with; mlxd reads the MLX checkpoint's ``generation_config.json`` and ``config.json``
+the same way, as a layer just above the built-in defaults, so that ``config explain`` shows the value that is
+served, with provenance ``checkpoint:generation_config.json`` or ``checkpoint:config.json``. Only these small JSON
+files are read (never weights): from the ``-m`` directory, or from the hub cache's snapshot of ``--hf-repo`` when it
+is there already (nothing is downloaded here).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from mlxd.config.values import BadValue, Setting, parse_native
 
 FILE = "generation_config.json"
 SOURCE = f"checkpoint:{FILE}"
+CONFIG = "config.json"
+# The keys holding a checkpoint's training context, in the order the loader reads them (engine.loader).
+CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions", "seq_length")
 # Option -> generation_config.json key (the keys mlx-lm and transformers write).
 KEYS = {"temperature": "temperature", "top-k": "top_k", "top-p": "top_p"}
 
@@ -51,11 +55,9 @@ class CheckpointSource:
         layer = Layer("checkpoint")
         if self.directory is None:
             return layer
-        try:
-            data: Any = json.loads((self.directory / FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return layer  # a checkpoint need not have one; the loader reports a broken checkpoint
-        if not isinstance(data, dict):
+        self._context(layer)
+        data = _json(self.directory / FILE)  # a checkpoint need not have one; the loader reports a broken one
+        if data is None:
             return layer
         for option, key in KEYS.items():
             raw = data.get(key)
@@ -69,3 +71,26 @@ class CheckpointSource:
             except BadValue as exc:
                 layer.warnings.append(f"{self.directory / FILE}: {key} = {raw!r} is not used: {exc}")
         return layer
+
+    def _context(self, layer: Layer) -> None:
+        """``ctx-size`` as `-c 0` resolves it: the training context of the checkpoint's text model."""
+        assert self.directory is not None
+        config = _json(self.directory / CONFIG)
+        if config is None:
+            return
+        text = config.get("text_config")
+        text = text if isinstance(text, dict) else config
+        for key in CONTEXT_KEYS:
+            value = text.get(key) or config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                layer.settings["ctx-size"] = Setting(value, f"checkpoint:{CONFIG}")
+                return
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    """A JSON object file, or None when it is absent or unreadable."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

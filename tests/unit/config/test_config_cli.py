@@ -122,6 +122,11 @@ def test_explain_shows_what_a_checkpoint_serves(tmp_path: Path, tiny_checkpoint:
     source = "checkpoint:generation_config.json"
     assert options["temperature"] == {"value": generation["temperature"], "source": source}
     assert options["top-k"] == {"value": generation["top_k"], "source": source}
+    # `-c 0` means the checkpoint's training context: explain shows that number and where it came from.
+    trained = json.loads((tiny_checkpoint / "config.json").read_text())["max_position_embeddings"]
+    assert options["ctx-size"] == {"value": trained, "source": "checkpoint:config.json"}
+    given = run("config", "explain", "--format", "json", "--", "-m", str(tiny_checkpoint), "-c", "512", cwd=tmp_path)
+    assert json.loads(given.stdout)["options"]["ctx-size"] == {"value": 512, "source": "cli:-c"}
 
 
 def test_check_refuses_an_empty_file(tmp_path: Path) -> None:
