@@ -155,19 +155,22 @@ def load_model(path: Path, *, name: str | None = None, model_config: dict[str, A
     except (ValueError, KeyError, TypeError, OSError, ImportError) as exc:
         raise EngineError(f"model {path}: cannot load: {_describe(exc)}") from exc
     size = tree_reduce(lambda acc, a: acc + a.nbytes, model.parameters(), 0)
-    return LoadedModel(
-        model=model,
-        tokenizer=tokenizer,
-        path=path,
-        name=name or hub.repo_of_snapshot(path) or path.resolve().name,
-        config=config,
-        generation_config=_read_json(path / "generation_config.json"),
-        vocab_size=int(_text_config(config).get("vocab_size") or len(tokenizer)),
-        eos_token_ids=tuple(sorted(tokenizer.eos_token_ids)),
-        n_ctx_train=_n_ctx_train(config),
-        n_params=int(get_total_parameters(model)),
-        size_bytes=int(size),
-    )
+    return LoadedModel(model=model, n_params=int(get_total_parameters(model)), size_bytes=int(size),
+                       **checkpoint_facts(path, config, tokenizer, name))
+
+
+def checkpoint_facts(path: Path, config: dict[str, Any], tokenizer: Any, name: str | None) -> dict[str, Any]:
+    """The fields of a LoadedModel that come from the checkpoint's files and tokenizer, text or multimodal alike."""
+    return {
+        "tokenizer": tokenizer,
+        "path": path,
+        "name": name or hub.repo_of_snapshot(path) or path.resolve().name,
+        "config": config,
+        "generation_config": _read_json(path / "generation_config.json"),
+        "vocab_size": int(_text_config(config).get("vocab_size") or len(tokenizer)),
+        "eos_token_ids": tuple(sorted(tokenizer.eos_token_ids)),
+        "n_ctx_train": _n_ctx_train(config),
+    }
 
 
 def resolve_and_load(

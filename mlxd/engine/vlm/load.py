@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine.loader import LoadedModel, _check_local, _describe, _n_ctx_train, _read_json, _text_config
+from mlxd.engine.loader import LoadedModel, _check_local, _describe, checkpoint_facts
 from mlxd.engine.vlm.detect import Modalities, modalities
 from mlxd.errors import EngineError
 
@@ -44,7 +44,6 @@ def load_multimodal(path: Path, *, name: str | None = None, image_min_tokens: in
     from mlx.utils import tree_reduce
     from mlx_lm.utils import load_tokenizer
 
-    from mlxd.engine import hub
     from mlxd.engine.vlm.text_view import TextView
 
     path = Path(path)
@@ -70,19 +69,8 @@ def load_multimodal(path: Path, *, name: str | None = None, image_min_tokens: in
     size = tree_reduce(lambda acc, a: acc + a.nbytes, vlm.parameters(), 0)
     n_params = tree_reduce(lambda acc, a: acc + a.size, vlm.parameters(), 0)
     return MultimodalModel(
-        model=view,
-        tokenizer=tokenizer,
-        path=path,
-        name=name or hub.repo_of_snapshot(path) or path.resolve().name,
-        config=config,
-        generation_config=_read_json(path / "generation_config.json"),
-        vocab_size=int(_text_config(config).get("vocab_size") or len(tokenizer)),
-        eos_token_ids=tuple(sorted(tokenizer.eos_token_ids)),
-        n_ctx_train=_n_ctx_train(config),
-        n_params=int(n_params),
-        size_bytes=int(size),
-        media=MediaModel(vlm=vlm, processor=processor, modalities=kinds,
-                         model_type=str(config.get("model_type", ""))),
+        model=view, n_params=int(n_params), size_bytes=int(size), **checkpoint_facts(path, config, tokenizer, name),
+        media=MediaModel(vlm=vlm, processor=processor, modalities=kinds, model_type=str(config.get("model_type", ""))),
     )
 
 
