@@ -39,16 +39,17 @@ def health_answers_during(server: RunningServer, path: str, body: dict[str, Any]
 
 
 def test_health_answers_while_a_large_text_is_tokenized(server: RunningServer) -> None:
-    text = (TEXT * 25000)[:1_000_000]
+    text = (TEXT * 75000)[:3_000_000]
     status, answered = health_answers_during(server, "/tokenize", {"content": text, "with_pieces": True})
     assert status == 200
     # On the loop, the tokenize would hold /health until it finished: only the few answers sent while the body
-    # was still uploading would come back (3 or 4 when this ran on the loop; 90 to 170 off it).
-    assert answered >= 20, answered
+    # was still uploading would come back (3 or 4 when this ran on the loop; dozens off it, more on a slower
+    # machine, since the tokenize then lasts longer).
+    assert answered >= 10, answered
 
 
 def test_health_answers_while_a_large_prompt_is_tokenized(server: RunningServer) -> None:
-    text = (TEXT * 25000)[:1_000_000]
+    text = (TEXT * 75000)[:3_000_000]
     status, answered = health_answers_during(server, "/completion", {"prompt": text, "n_predict": 1})
     assert status == 400  # it cannot fit the context: refused once tokenized
-    assert answered >= 20, answered
+    assert answered >= 10, answered
