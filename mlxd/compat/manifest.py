@@ -25,7 +25,6 @@ BASES: dict[str, str] = {
     "ggml": "a ggml or libllama backend knob: threads, CPU affinity, polling, devices, offload and placement, "
             "memory mapping and locking, RPC, NUMA, internal counters",
     "gguf": "GGUF files, their metadata, and the downloads and presets that fetch them",
-    "webui": "llama-server's bundled web UI and its agent and MCP tooling (mlxd serves the HTTP API only)",
     "upstream-removed": "b10621 itself rejects it as removed",
     "upstream-internal": "internal to llama-server's own endpoints, overwritten there, not a client surface",
     "mlx-kernel": "MLX always computes it one way (its fused attention kernel)",

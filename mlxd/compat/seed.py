@@ -1,8 +1,8 @@
 """Writes ``manifest-options.json`` from the option table: ``python -m mlxd.compat.seed``.
 
 A new b10621 option gets an entry whose state follows the table (refused or inert-only options are
-``not_applicable`` with the table's basis, unless their reason is one of mlxd's gaps (``facts.GAPS``); everything
-else is ``deferred``). An existing entry keeps its state, divergence and test, so
+``not_applicable`` with the table's basis, unless their reason is one of mlxd's gaps (``facts.GAPS``: ``deferred``)
+or one of its permanent choices (``facts.POLICIES``: ``by_design``); everything else is ``deferred``). An existing entry keeps its state, divergence and test, so
 promotions made by hand (``deferred`` -> ``supported``) survive, unless the table now refuses the option or stopped
 refusing it; the upstream facts are always refreshed.
 """
@@ -21,6 +21,7 @@ PINS = {
     "not_applicable": f"{OPTIONS_TEST}::test_not_applicable_options_are_refused_or_inert",
     "deferred": f"{OPTIONS_TEST}::test_every_spelling_parses",
     "gap": f"{OPTIONS_TEST}::test_gap_options_are_refused_or_inert_until_they_work",
+    "policy": f"{OPTIONS_TEST}::test_policy_options_are_refused_by_design",
 }
 DEFERRED = ("parsed, typed and layered (see `mlxd config explain`); the behaviour behind it is not wired yet")
 
@@ -42,6 +43,11 @@ def is_gap(spec: OptionSpec) -> bool:
     return spec.reason_key in facts.GAPS and (spec.treatment in ("refuse", "removed", "inert"))
 
 
+def is_policy(spec: OptionSpec) -> bool:
+    """Whether the table refuses the option by mlxd's own permanent choice (a by_design entry)."""
+    return spec.reason_key in facts.POLICIES and spec.treatment in ("refuse", "removed", "inert")
+
+
 def basis(spec: OptionSpec) -> str:
     """Why a refused or inert option has no MLX equivalent (a key of manifest.BASES)."""
     return facts.BASIS.get(spec.reason_key or "", "ggml")
@@ -49,6 +55,9 @@ def basis(spec: OptionSpec) -> str:
 
 def classify(spec: OptionSpec) -> tuple[str, str]:
     """(state, divergence) that the table implies for a new entry."""
+    if is_policy(spec):
+        why, instead = spec.reason or ("", "")
+        return "by_design", f"refused unless left at its default, by design: {why}; {instead}"
     if is_gap(spec):
         why, instead = spec.reason or ("", "")
         if spec.treatment == "inert" and not spec.inert_values:
@@ -93,13 +102,13 @@ def build() -> Manifest:
         spec = tbl.get(name)
         state, divergence = classify(spec)
         gap = is_gap(spec)
-        test = PINS["gap" if gap else state]
+        policy = is_policy(spec)
+        test = PINS["gap" if gap else "policy" if policy else state]
         prev = old.get(name)
         # A recorded entry survives unless the table now says otherwise about refusing (not_applicable) or about
-        # the refusal being a gap; a gap's entry follows the table's reason.
-        if prev is not None and not gap and (prev.state == "not_applicable") == (state == "not_applicable") and (
-            prev.test != PINS["gap"]
-        ):
+        # the refusal being a gap or a policy; those entries follow the table's reason.
+        follows_table = gap or policy or prev is None or prev.test in (PINS["gap"], PINS["policy"])
+        if not follows_table and (prev.state == "not_applicable") == (state == "not_applicable"):
             if not stale(spec, prev):
                 state, divergence, test = prev.state, prev.divergence, prev.test
         entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test,

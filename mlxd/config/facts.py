@@ -414,8 +414,14 @@ BASIS: dict[str, str] = {
     "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
     "model-url": "gguf", "docker-repo": "gguf", "multimodal": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
-    "flash-attn": "mlx-kernel", "webui": "webui", "tools": "webui", "mcp": "webui", "agent": "webui",
+    "flash-attn": "mlx-kernel",
 }
+
+# The reasons that are mlxd's own permanent choice: llama-server's bundled web UI, its agent tools and MCP proxy,
+# which an MLX daemon could serve but mlxd does not (it serves the HTTP API only). Their options are refused, and
+# their manifest entries are `by_design` (a recorded, tested, permanent difference), neither a gap nor "no MLX
+# equivalent".
+POLICIES = frozenset({"webui", "tools", "mcp", "agent"})
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.
 CATEGORY_REASONS: dict[str, tuple[str, str]] = {

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mlxd.compat.manifest import Entry, Manifest, available_kinds, load, validate
-from mlxd.compat.seed import PINS, is_gap
+from mlxd.compat.seed import PINS, is_gap, is_policy
 from mlxd.config import ConfigError, Kind, OptionSpec, ValueType, resolve, table
 from mlxd.config.options import inventory, upstream_name
 
@@ -104,6 +104,7 @@ def test_every_env_name_parses(spec: OptionSpec, tmp_path: Path) -> None:
 
 NA = [s for s in B10621 if load("options").by_id()[s.name].state == "not_applicable"]
 GAPS = [s for s in B10621 if is_gap(s)]
+POLICIES = [s for s in B10621 if is_policy(s)]
 
 
 def _refused_or_inert(spec: OptionSpec) -> None:
@@ -135,6 +136,16 @@ def test_gap_options_are_refused_or_inert_until_they_work(spec: OptionSpec) -> N
     assert spec.reason is not None and "not yet" in spec.reason[0] and "counterpart" not in spec.reason[0]
 
 
+@pytest.mark.parametrize("spec", POLICIES, ids=[s.name for s in POLICIES])
+def test_policy_options_are_refused_by_design(spec: OptionSpec) -> None:
+    """The web UI's options (its assets, agent tools and MCP proxy) are refused with their diagnostic, and their
+    manifest entry records that as a permanent difference: by_design, not "no MLX equivalent"."""
+    _refused_or_inert(spec)
+    entry = load("options").by_id()[spec.name]
+    assert entry.state == "by_design" and entry.basis == ""
+    assert spec.reason is not None and spec.reason[0] in entry.divergence
+
+
 def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
     manifest = load("options").by_id()
     accepted = {s: spec.name for spec in B10621 for s in spec.spellings}
@@ -148,7 +159,8 @@ def test_manifest_states_match_the_table() -> None:
     for entry in load("options").entries:
         spec = table().get(entry.id)
         refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check == "ngl"
-        assert (entry.state == "not_applicable") == (refuses and not is_gap(spec)), entry.id
+        assert (entry.state == "not_applicable") == (refuses and not is_gap(spec) and not is_policy(spec)), entry.id
+        assert (entry.state == "by_design") >= is_policy(spec), entry.id
         # The manifest holds the state; the table only ever claims support the manifest confirms.
         assert spec.treatment != "supported" or entry.state == "supported", entry.id
 
@@ -180,7 +192,8 @@ def test_ignored_options_are_never_claimed() -> None:
     read = "\n".join(p.read_text(encoding="utf-8") for p in (REPO_ROOT / "mlxd").rglob("*.py")
                      if not {"config", "compat"} & set(p.relative_to(REPO_ROOT / "mlxd").parts[:1]))
     for entry in load("options").entries:
-        if entry.state in ("supported", "by_design") and entry.test != PARSES:
+        # A policy entry claims a refusal, which the configuration layer makes (its own test holds it).
+        if entry.state in ("supported", "by_design") and entry.test not in (PARSES, PINS["policy"]):
             spec = table().get(entry.id)
             names = {spec.field, spec.name, *(s.lstrip("-") for s in spec.long)}
             assert any(re.search(rf"\b{re.escape(n)}\b", read) for n in names), entry.id
