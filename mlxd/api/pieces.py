@@ -9,6 +9,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, decoders
 
+from mlxd.api import child_tokenizer
 from mlxd.errors import InvalidRequest
 
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -68,10 +69,7 @@ class Vocabulary:
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
         """``text`` as ids; with ``parse_special`` off, special-token text is tokenized as plain text."""
         tokenizer = self.tokenizer if parse_special else self._plain_text()
-        # encode_batch_fast releases the GIL while the Rust side works (encode holds it) and skips the offsets,
-        # whose conversion and release would hold it again for half a second on a 10 MB text.
-        ids: list[int] = tokenizer.encode_batch_fast([text], add_special_tokens=add_special)[0].ids  # a new list
-        return ids
+        return child_tokenizer.encode(tokenizer, text, add_special=add_special)
 
     def _plain_text(self) -> Tokenizer:
         """A copy of the tokenizer that reads special-token text as plain text. A copy, because the switch is the

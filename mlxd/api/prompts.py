@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tokenizers import Tokenizer
+
+from mlxd.api import child_tokenizer
 from mlxd.errors import InvalidRequest, NotSupported
 
 MISSING_PROMPT = "[json.exception.out_of_range.403] key 'prompt' not found"
@@ -36,10 +39,9 @@ def encode(tokenizer: Any, text: str, add_special: bool) -> list[int]:
     # A transformers fast tokenizer's encode is its Rust tokenizer's, but it turns the whole encoding into Python
     # objects holding the GIL (0.4 s for a 10 MB text: every thread, the event loop's included, waits). The Rust
     # tokenizer's own batch call without offsets releases the GIL while it works and hands back the ids alone.
-    fast = getattr(getattr(tokenizer, "backend_tokenizer", None), "encode_batch_fast", None)
-    if fast is not None:
-        ids: list[int] = fast([text], add_special_tokens=add_special)[0].ids  # a new list: no copy needed
-        return ids
+    fast = getattr(tokenizer, "backend_tokenizer", None)
+    if isinstance(fast, Tokenizer):
+        return child_tokenizer.encode(fast, text, add_special=add_special)
     return list(tokenizer.encode(text, add_special_tokens=add_special))
 
 
