@@ -17,13 +17,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, cast
 
-from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff, table
+from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
 from mlxd.config.change import ChangeResult, LastError
+from mlxd.daemon.admin_layer import canonical, etag, loses_the_model, reread
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.notify import Notifier
-from mlxd.daemon.served import adapter_set, lora_overrides, model_label, refresh
+from mlxd.daemon.served import live_scales, lora_overrides, model_label, refresh
 from mlxd.errors import AdminError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
@@ -69,9 +70,7 @@ class Controller:
     @property
     def etag(self) -> str:
         """Names this generation of the configuration for If-Match (conflicting writes are refused)."""
-        import hashlib
-
-        return hashlib.sha256(f"{self.generation}:{self.resolved.config_hash}".encode()).hexdigest()[:16]
+        return etag(self.generation, self.resolved.config_hash)
 
     @property
     def pool(self) -> "ModelPool | None":
@@ -126,17 +125,12 @@ class Controller:
         stays on top, less the options the files now set to something else (docs/admin.md)."""
         async with self.lock:
             try:
-                fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
-                kept = self._kept_overrides(fresh)
-                desired = apply_overrides(fresh, kept) if kept else fresh
+                fresh, desired, kept = await asyncio.to_thread(reread, self.argv, self.env, self.overrides, self.base)
             except ConfigError as exc:
                 return self._refuse(trigger, str(exc), dry_run)
-            if not self.resolved.is_router and desired.is_router:
-                # An editor's truncate-then-write, or a file that lost its model line: never an unload.
-                return self._refuse(trigger, f"the configuration names no model (model, hf-repo) while "
-                                    f"{model_label(self.resolved.config)} is served; the running configuration "
-                                    "keeps serving (only an explicit unload, `mlxd admin unload`, empties it)",
-                                    dry_run)
+            refusal = loses_the_model(self.resolved, desired)
+            if refusal is not None:
+                return self._refuse(trigger, refusal, dry_run)
             return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=kept, base=fresh)
 
     async def patch(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
@@ -154,7 +148,7 @@ class Controller:
             try:
                 fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
                 desired = apply_overrides(fresh, values) if values else fresh
-                overrides = _canonical(values)
+                overrides = canonical(values)
             except ConfigError as exc:
                 return self._refuse(trigger, str(exc), dry_run)
             return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides, base=fresh)
@@ -284,21 +278,10 @@ class Controller:
         try:
             desired = apply_overrides(self.resolved, values)
             # UNSET drops an override, so it is not kept in the admin layer.
-            overrides = {k: v for k, v in {**self.overrides, **_canonical(values)}.items() if v is not UNSET}
+            overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items() if v is not UNSET}
         except ConfigError as exc:
             return self._refuse(trigger, str(exc), dry_run)
         return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides)
-
-    def _kept_overrides(self, fresh: ResolvedConfig) -> dict[str, Any]:
-        """The admin layer over a re-read of the files: an override stays unless the files now give its option
-        another value than they did (the newer statement wins)."""
-        kept = {}
-        for name, value in self.overrides.items():
-            if fresh.value(name) == self.base.value(name):
-                kept[name] = value
-            else:
-                log.info("admin override of %s dropped: %s now sets it", name, fresh.provenance[name])
-        return kept
 
     async def _change(self, desired: ResolvedConfig, *, trigger: str, dry_run: bool, overrides: dict[str, Any],
                       base: ResolvedConfig | None = None) -> ChangeResult:
@@ -376,14 +359,10 @@ class Controller:
         leaves the running state alone."""
         current = self.serving.model
         replacement: "ServedModel | None" = current
-        scales: dict[int, float] | None = None
-        reload = plan.has("reload")
+        reload, scales = plan.has("reload"), None
         if plan.has("adapters") and not reload:
-            before, after = adapter_set(self.resolved.config), adapter_set(desired.config)
-            if [p for p, _ in before] != [p for p, _ in after]:
-                reload = True  # another set of adapters: new weights
-            else:
-                scales = {i: s for i, (_, s) in enumerate(after)}  # the same adapters: only their scales
+            scales = live_scales(self.resolved.config, desired.config)
+            reload = scales is None  # another set of adapters: new weights
         if desired.is_router:
             replacement = None  # no model argument: nothing is served but the router's models (an unload)
         elif reload or (current is None and not self.serving.sleeping):
@@ -449,8 +428,3 @@ class Controller:
             self.model_state(old.name, "unloaded")
         log.info("model %s unloaded", old.name)
 
-
-def _canonical(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Admin-layer keys in their canonical option names (any spelling without dashes is accepted)."""
-    specs = table().by_key
-    return {(specs[k].name if k in specs else k): v for k, v in values.items()}

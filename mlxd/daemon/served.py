@@ -24,6 +24,14 @@ def adapter_set(cfg: "Config") -> list[tuple[str, float]]:
     return [(s.path, s.scale) for s in adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply)]
 
 
+def live_scales(before: "Config", after: "Config") -> dict[int, float] | None:
+    """The scales (id -> scale) to set live when ``after`` keeps ``before``'s adapters; None for another set."""
+    old, new = adapter_set(before), adapter_set(after)
+    if [p for p, _ in old] != [p for p, _ in new]:
+        return None
+    return {i: scale for i, (_, scale) in enumerate(new)}
+
+
 def lora_overrides(cfg: "Config", scales: Mapping[int, float]) -> dict[str, Any]:
     """The admin-layer options that give the same adapters the server-wide ``scales`` (id -> scale): every adapter
     moves to ``lora-scaled`` (FNAME:SCALE, in id order, so ids stay), ``lora`` and ``lora-init-without-apply``
