@@ -1,8 +1,8 @@
 """Writes ``manifest-options.json`` from the option table: ``python -m mlxd.compat.seed``.
 
 A new b10621 option gets an entry whose state follows the table (refused or inert-only options are
-``not_applicable`` with the table's basis, unless their reason is one of mlxd's gaps (``facts.GAPS``: ``deferred``)
-or one of its permanent choices (``facts.POLICIES``: ``by_design``); everything else is ``deferred``). An existing entry keeps its state, divergence and test, so
+``not_applicable`` with the table's basis, unless their reason is one of mlxd's gaps (``reasons.GAPS``: ``deferred``)
+or one of its permanent choices (``reasons.POLICIES``: ``by_design``); everything else is ``deferred``). An existing entry keeps its state, divergence and test, so
 promotions made by hand (``deferred`` -> ``supported``) survive, unless the table now refuses the option or stopped
 refusing it; the upstream facts are always refreshed.
 """
@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from mlxd.compat.manifest import TAG, Entry, Manifest, load, package_path, to_json
-from mlxd.config import facts
+from mlxd.config import reasons
 from mlxd.config.options import OptionSpec, inventory, table, upstream_name
 
 OPTIONS_TEST = "tests/compat/test_compat_options.py"
@@ -40,17 +40,17 @@ def upstream_facts(entry: dict[str, Any]) -> dict[str, Any]:
 
 def is_gap(spec: OptionSpec) -> bool:
     """Whether the table refuses or ignores the option for want of an mlxd feature (a deferred entry)."""
-    return spec.reason_key in facts.GAPS and (spec.treatment in ("refuse", "removed", "inert"))
+    return spec.reason_key in reasons.GAPS and (spec.treatment in ("refuse", "removed", "inert"))
 
 
 def is_policy(spec: OptionSpec) -> bool:
     """Whether the table refuses the option by mlxd's own permanent choice (a by_design entry)."""
-    return spec.reason_key in facts.POLICIES and spec.treatment in ("refuse", "removed", "inert")
+    return spec.reason_key in reasons.POLICIES and spec.treatment in ("refuse", "removed", "inert")
 
 
 def basis(spec: OptionSpec) -> str:
     """Why a refused or inert option has no MLX equivalent (a key of manifest.BASES)."""
-    return facts.BASIS.get(spec.reason_key or "", "ggml")
+    return reasons.BASIS.get(spec.reason_key or "", "ggml")
 
 
 def classify(spec: OptionSpec) -> tuple[str, str]:
@@ -108,7 +108,7 @@ def build() -> Manifest:
         # A recorded entry survives unless the table now says otherwise about refusing (not_applicable) or about
         # the refusal being a gap or a policy; those entries follow the table's reason.
         follows_table = gap or policy or prev is None or prev.test in (PINS["gap"], PINS["policy"])
-        if not follows_table and (prev.state == "not_applicable") == (state == "not_applicable"):
+        if prev is not None and not follows_table and (prev.state == "not_applicable") == (state == "not_applicable"):
             if not stale(spec, prev):
                 state, divergence, test = prev.state, prev.divergence, prev.test
         entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test,

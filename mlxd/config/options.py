@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 import mlxd.config.facts as facts  # the submodule itself: the package's __init__ imports this module
+import mlxd.config.reasons as reasons
 
 
 class Kind(enum.Enum):
@@ -68,7 +69,7 @@ class OptionSpec:
     inert_values: tuple[str, ...] | None = None
     check: str | None = None  # a custom refusal rule, see mlxd.config.refusals
     reason: tuple[str, str] | None = None  # (why, alternative) for refusals
-    reason_key: str | None = None  # the key of ``reason`` in facts.REASONS (facts.GAPS: an mlxd gap, not MLX's)
+    reason_key: str | None = None  # the key of ``reason`` in reasons.REASONS (reasons.GAPS: an mlxd gap, not MLX's)
     category: str = "mlxd"
     status: str = "active"
     help: str = ""
@@ -183,8 +184,8 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 def _reason(name: str, why: str | None, category: str) -> tuple[str, str]:
     if why:
-        return facts.REASONS[why]
-    return facts.REASONS.get(name) or facts.CATEGORY_REASONS.get(category) or facts.CATEGORY_REASONS["common"]
+        return reasons.REASONS[why]
+    return reasons.REASONS.get(name) or reasons.CATEGORY_REASONS.get(category) or reasons.CATEGORY_REASONS["common"]
 
 
 @cache
@@ -230,8 +231,8 @@ def _b10621_specs() -> list[OptionSpec]:
             why = "removed"
         attrs["effects"] = _effects(attrs, entry["category"])
         reason = None
-        key = why or attrs.get("check") or (name if name in facts.REASONS else None)
-        if treatment in ("refuse", "removed") or attrs.get("inert_values") or attrs.get("check") or key in facts.GAPS:
+        key = why or attrs.get("check") or (name if name in reasons.REASONS else None)
+        if treatment in ("refuse", "removed") or attrs.get("inert_values") or attrs.get("check") or key in reasons.GAPS:
             reason = _reason(attrs.get("check") or name, why, entry["category"])
         specs.append(OptionSpec(
             name=name, origin="b10621", kind=_kind(entry), value_type=vtype, optional=vtype_word.endswith("?"),
