@@ -63,6 +63,25 @@ def _malloc_trim() -> Callable[[], None] | None:
 
 
 _trim = _malloc_trim()
+_M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def share_one_heap() -> None:
+    """Make every thread allocate from glibc's main heap (``mallopt(M_ARENA_MAX, 1)``; Linux; before threads start).
+
+    glibc gives threads that allocate at once arenas of their own, and the pages a large request freed in a pool
+    thread's arena stayed resident through ``malloc_trim``: after a few 10 MB prompts the daemon held 225 MiB
+    against a 118 MiB baseline, with the main heap alone it goes back to about its baseline. Small allocations
+    stay per thread (glibc's tcache), and Python's own objects never reach malloc's locks (pymalloc)."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    mallopt(_M_ARENA_MAX, 1)
 _release_pending = False
 
 

@@ -108,7 +108,9 @@ class Daemon:
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
         from mlxd.admin import admin_endpoint
+        from mlxd.api.offload import share_one_heap
 
+        share_one_heap()  # before the model's and the pool's threads allocate
         loop = asyncio.get_running_loop()
         if shutdown_trigger is not None:
             loop.create_task(self._forward(shutdown_trigger))
