@@ -25,6 +25,7 @@ import mlx.nn as nn
 
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.constrain import apply_masks
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding, force_tokens
 from mlxd.engine import kv_types
@@ -119,6 +120,9 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
+        # The decode step through mx.compile (engine.compiled); not for a model that computes positions from the
+        # decode batch's own cache list (the multimodal text view's per-row shifts), which the trace replaces.
+        self.compiled = None if hasattr(model, "row_shift") else CompiledStep(model)
         self.decodes = DecodeCounter()  # forward passes, for /metrics' n_decode_total
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
         # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).
