@@ -21,7 +21,9 @@ same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` i
 (mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
 ``--cpu-blas auto`` loads, with the same idle-thread timeout mlxd gives it (``OPENBLAS_THREAD_TIMEOUT``, see
 ``mlxd.engine.blas``); ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``, and ``mlxd+env:NAME=VALUE``
-is mlxd with one more environment variable (``mlxd+env:OPENBLAS_THREAD_TIMEOUT=28``: OpenBLAS's own). mlx_lm.server's
+is mlxd with one more environment variable (``mlxd+env:OPENBLAS_THREAD_TIMEOUT=28``: OpenBLAS's own), and
+``mlxd@REV`` is mlxd as of git revision REV of this checkout (its ``mlxd/`` unpacked by ``git archive``, run with
+this venv), for a before/after in one run; each mlxd variant also gets its own ratio to llama-server. mlx_lm.server's
 continuous batching is on (the default whenever no seed, KV quantisation or draft model is given); its
 ``--decode-concurrency`` and ``--prompt-concurrency`` are set to the largest stream count, as mlxd's
 ``--parallel`` is. Writes a JSON document and prints a markdown table. Not part of
@@ -35,6 +37,7 @@ import asyncio
 import json
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +58,7 @@ SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas", "llama-serv
 # (../shared/fixtures/tiny-llama and tiny-llama.gguf).
 LLAMA_SERVER = Path.home() / ".cache/llama-ref/build/bin/llama-server"
 ENV_KIND = "mlxd+env:"  # mlxd-server with one more environment variable: mlxd+env:NAME=VALUE
+REV_KIND = "mlxd@"  # mlxd-server as of a git revision of this checkout (same venv): mlxd@REV, for a before/after
 
 # The one-stream reference in a process of its own that stays up between turns, one line in (tokens) and one out
 # (decode tokens/s); bench_engine preloads OpenBLAS as mlxd does.
@@ -89,6 +93,9 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
                 "--parallel", str(streams), "--ctx-size", str(streams * ctx_slot), "--admin-listen", "off"]
         if kind == "mlxd+affinity-off":  # the worker's threads left to the kernel's placement
             argv += ["--worker-affinity", "off"]
+        if kind.startswith(REV_KIND):
+            argv[:1] = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                        "from mlxd.daemon.cli import server_main; server_main()", str(source_tree(kind, log_dir))]
         server = Server(kind, argv, log)
         if kind.startswith(ENV_KIND):
             name, value = kind[len(ENV_KIND):].split("=", 1)
@@ -112,6 +119,16 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
     server.env["LD_PRELOAD"] = library
     server.env["OPENBLAS_THREAD_TIMEOUT"] = str(THREAD_TIMEOUT)
     return server, f"system OpenBLAS via LD_PRELOAD={library}, OPENBLAS_THREAD_TIMEOUT={THREAD_TIMEOUT}"
+
+
+def source_tree(kind: str, log_dir: Path) -> Path:
+    """The mlxd package of revision REV (``mlxd@REV``), unpacked from this checkout's git history."""
+    rev = kind[len(REV_KIND):]
+    tree = log_dir / ("src-" + re.sub(r"[^A-Za-z0-9_.-]", "_", rev))
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "mlxd"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
 
 
 def summary(turns: list[float], higher_is_better: bool) -> dict[str, Any]:
@@ -248,15 +265,19 @@ def table(report: dict[str, Any]) -> str:
              (f"{prefix}-token prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]["median"]),
              ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"]["median"] / s["prefix_ttft_s"]["cold"]["median"]),
              ("peak RSS MiB", lambda s: s["peak_rss_mib"])]
+    # Other mlxd variants (mlxd@REV: a before/after) also get their own ratio to llama-server, side by side.
+    pairs = [("mlxd", k) for k in others] + [
+        (k, "llama-server") for k in others if k.startswith("mlxd") and "llama-server" in servers]
     head = "| figure (median of turns) | mlxd | " + " | ".join(others) + " | " + " | ".join(
-        f"mlxd / {k}" for k in others) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(others))]
+        f"{a} / {b}" for a, b in pairs) + " |"
+    lines = [head, "|" + "---|" * (2 + len(others) + len(pairs))]
     for label, get in rows:
         ours = get(servers["mlxd"])
         theirs = [get(servers[k]) for k in others]
         plain = "failed" not in label and not label.startswith("  /")
+        ratios = [(get(servers[a]), get(servers[b])) for a, b in pairs]
         lines.append(f"| {label} | {ours:.4g} | " + " | ".join(f"{t:.4g}" for t in theirs) + " | "
-                     + " | ".join(f"{ours / t:.2f}" if t and plain else "-" for t in theirs) + " |")
+                     + " | ".join(f"{x / y:.2f}" if y and plain else "-" for x, y in ratios) + " |")
     return "\n".join(lines)
 
 
@@ -275,9 +296,10 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     checkpoint = args.checkpoint.resolve()
     kinds = args.servers.split(",")
-    env_kind = re.compile(re.escape(ENV_KIND) + r"\w+=.*")
+    env_kind = re.compile(re.escape(ENV_KIND) + r"\w+=.*|" + re.escape(REV_KIND) + r"[\w.^~/-]+")
     if kinds[0] != "mlxd" or any(k not in SERVERS and not env_kind.fullmatch(k) for k in kinds):
-        ap.error(f"--servers: mlxd first, then any of {', '.join(SERVERS[1:])} or {ENV_KIND}NAME=VALUE")
+        ap.error(f"--servers: mlxd first, then any of {', '.join(SERVERS[1:])}, {ENV_KIND}NAME=VALUE or "
+                 f"{REV_KIND}REV")
     max_streams = max(int(s) for s in args.streams.split(","))
     prompts = Prompts(checkpoint)
     bias = eos_bias(checkpoint)

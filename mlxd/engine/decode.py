@@ -17,6 +17,7 @@ import numpy as np
 from mlxd.engine import context_shift
 from mlxd.engine import readback
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.sequence import Sequence
@@ -38,6 +39,8 @@ class Decoding:
     sampling: Any
     bos_id: int | None
     _steps: int
+    compiled: CompiledStep | None
+    lora: Any
     _bias_rows: tuple[tuple[Sequence, ...], int, mx.array | None]
     _accept: Callable[..., bool]
     _retire: Callable[[list[int]], None]
@@ -60,7 +63,7 @@ class Decoding:
         self._steps += 1
         if self._steps % 512 == 0:
             mx.clear_cache()  # as mlx_lm's batch generator: keep the buffer cache from only growing
-        logits = self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
+        logits = self._forward(batch)
         self.decodes.count(len(batch) + len(self.prefilling))
         done: list[int] = []
         if pipelined:
@@ -90,6 +93,15 @@ class Decoding:
             batch.tokens, batch.awaiting = mx.array(ids, dtype=mx.uint32), [False] * len(batch)
         if done:
             self._retire(done)
+
+    def _forward(self, batch: DecodeBatch) -> mx.array:
+        """The logits [B, V] of one token per row, the batch's caches moved on by one: compiled where it applies."""
+        assert batch.tokens is not None
+        if self.compiled is not None and not len(self.lora):  # adapters: see engine.compiled
+            logits = self.compiled(batch.tokens, batch.cache or [])
+            if logits is not None:
+                return logits
+        return self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
 
     def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
         """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy

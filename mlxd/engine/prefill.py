@@ -1,5 +1,5 @@
-"""Prompt processing for the scheduler: grouping waiting prompts, one padded forward pass for a group, and
-chunked prefill of a single prompt within ``--batch-size``.
+"""Prompt processing for the scheduler: grouping waiting prompts, one padded forward pass for a group, chunked
+prefill of a single prompt within ``--batch-size``, and the first token of each prompt that ends in a step.
 
 A mixin of ``Scheduler``: it works on the scheduler's ``model``, ``prefilling`` list and slot release, and keeps the
 token arithmetic of prompt processing apart from admission, sampling and decoding.
@@ -7,17 +7,24 @@ token arithmetic of prompt processing apart from admission, sampling and decodin
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import mlx.core as mx
 
+from mlxd.engine import readback
+from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
+from mlxd.engine.decode import force_tokens
 from mlxd.engine.kv_types import empty_batch, is_single
 from mlxd.engine.slots import Slot
 
 
+log = logging.getLogger("mlxd.engine.scheduler")
+
+
 class PromptProcessing:
-    """Turns prompt tokens into KV cache and, on a prompt's last token, its logits."""
+    """Turns prompt tokens into KV cache and, on a prompt's last token, its first generated token."""
 
     # Provided by the Scheduler this is mixed into.
     model: Callable[..., mx.array]
@@ -25,6 +32,68 @@ class PromptProcessing:
     batch: Any  # the decode batch (its length: the slots generating)
     decodes: DecodeCounter
     _release: Callable[[Slot, list[Any] | None], None]
+    _drop: Callable[[Slot, str], None]
+    _accept: Callable[..., bool]
+    _argmax: Callable[[mx.array, list[Any]], mx.array]
+    sampling: Any
+
+
+    def _prefill(self, budget: int) -> None:
+        """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
+        together (one evaluation, one sampling call)."""
+        finished: list[tuple[Slot, mx.array]] = []
+        group = self._prefill_group(budget)
+        if len(group) > 1:
+            try:
+                budget -= self._prefill_together(group, finished)
+            except Exception as exc:
+                log.exception("prompt processing failed")
+                finished.clear()
+                for slot in group:
+                    self._drop(slot, f"prompt processing failed: {exc}")
+        for slot in list(self.prefilling):
+            if budget <= 0:
+                break
+            try:
+                used, logits = self._prefill_chunk(slot, budget)
+            except Exception as exc:
+                log.exception("prompt processing failed")
+                self._drop(slot, f"prompt processing failed: {exc}")
+                continue
+            budget -= used
+            if logits is not None:
+                finished.append((slot, logits))
+        if finished:
+            try:
+                self._first_tokens(finished)
+            except Exception as exc:
+                log.exception("first token failed")
+                for slot, _ in finished:
+                    self._drop(slot, f"generation failed: {exc}")
+
+    def _first_tokens(self, finished: list[tuple[Slot, mx.array]]) -> None:
+        """Draw the first token of each prompt just processed; rows that go on join the decode batch."""
+        seqs = [slot.seq for slot, _ in finished if slot.seq is not None]
+        logits = mx.concatenate([lg for _, lg in finished]) if len(finished) > 1 else finished[0][1]
+        if any(q.matcher is not None for q in seqs):
+            logits = apply_masks(logits, [q.matcher for q in seqs])
+        results: list[Any]
+        if all(q.plain_greedy for q in seqs):
+            results = [None] * len(seqs)
+            tokens = readback.ints(self._argmax(logits, seqs))
+        else:
+            results = self.sampling.sample(logits, [q.sampler for q in seqs])
+            tokens = [int(r.id) for r in results]
+            force_tokens(seqs, tokens, results)
+        for (slot, _), token, sampled in zip(finished, tokens, results):
+            seq, kv = slot.seq, slot.kv
+            assert seq is not None and kv is not None
+            seq.prompt_done()
+            if self._accept(slot, int(token), sampled):
+                self.batch.add(slot, kv, int(token))
+                slot.kv = None
+            elif slot.seq is not None:
+                self._release(slot, kv)
 
     def _prefill_group(self, budget: int) -> list[Slot]:
         """Waiting prompts whose remaining tokens fit the budget together, padded to the longest; a prompt may have

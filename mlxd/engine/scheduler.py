@@ -9,8 +9,9 @@ matches text across token boundaries and withholds partial matches), and it has 
 The loop below is built on the same parts instead: mlx_lm's model code, its ``BatchKVCache``
 (merge/extend/filter/extract) and its prompt-cache trie, and the same ``async_eval`` pipelining.
 
-This module holds admission, slots and endings; prompt processing is in ``prefill.py`` and the decode step in
-``decode.py``, mixed in.
+This module holds admission, slots and endings; prompt processing (and a prompt's first token) is in
+``prefill.py``, the decode step in ``decode.py`` (its forward pass compiled in ``compiled.py``) and the speculative
+step in ``speculative.py``, mixed in.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlxd.engine.batch import DecodeBatch
-from mlxd.engine.constrain import apply_masks
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.counters import DecodeCounter
-from mlxd.engine.decode import Decoding, force_tokens
+from mlxd.engine.decode import Decoding
 from mlxd.engine import kv_types
-from mlxd.engine import readback
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.prefill import PromptProcessing
@@ -119,6 +119,9 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
+        # The decode step through mx.compile (engine.compiled); not for a model that computes positions from the
+        # decode batch's own cache list (the multimodal text view's per-row shifts), which the trace replaces.
+        self.compiled = None if hasattr(model, "row_shift") else CompiledStep(model)
         self.decodes = DecodeCounter()  # forward passes, for /metrics' n_decode_total
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
         # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).
@@ -295,64 +298,6 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         res, slot.resident = slot.resident, None
         if res is not None and self.prompt_cache.enabled:
             self.prompt_cache.insert(res.namespace, res.tokens, res.kv)
-
-    # -- prompt processing ---------------------------------------------------------------------------------
-    def _prefill(self, budget: int) -> None:
-        """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
-        together (one evaluation, one sampling call)."""
-        finished: list[tuple[Slot, mx.array]] = []
-        group = self._prefill_group(budget)
-        if len(group) > 1:
-            try:
-                budget -= self._prefill_together(group, finished)
-            except Exception as exc:
-                log.exception("prompt processing failed")
-                finished.clear()
-                for slot in group:
-                    self._drop(slot, f"prompt processing failed: {exc}")
-        for slot in list(self.prefilling):
-            if budget <= 0:
-                break
-            try:
-                used, logits = self._prefill_chunk(slot, budget)
-            except Exception as exc:
-                log.exception("prompt processing failed")
-                self._drop(slot, f"prompt processing failed: {exc}")
-                continue
-            budget -= used
-            if logits is not None:
-                finished.append((slot, logits))
-        if finished:
-            try:
-                self._first_tokens(finished)
-            except Exception as exc:
-                log.exception("first token failed")
-                for slot, _ in finished:
-                    self._drop(slot, f"generation failed: {exc}")
-
-    def _first_tokens(self, finished: list[tuple[Slot, mx.array]]) -> None:
-        """Draw the first token of each prompt just processed; rows that go on join the decode batch."""
-        seqs = [slot.seq for slot, _ in finished if slot.seq is not None]
-        logits = mx.concatenate([lg for _, lg in finished]) if len(finished) > 1 else finished[0][1]
-        if any(q.matcher is not None for q in seqs):
-            logits = apply_masks(logits, [q.matcher for q in seqs])
-        results: list[Any]
-        if all(q.plain_greedy for q in seqs):
-            results = [None] * len(seqs)
-            tokens = readback.ints(self._argmax(logits, seqs))
-        else:
-            results = self.sampling.sample(logits, [q.sampler for q in seqs])
-            tokens = [int(r.id) for r in results]
-            force_tokens(seqs, tokens, results)
-        for (slot, _), token, sampled in zip(finished, tokens, results):
-            seq, kv = slot.seq, slot.kv
-            assert seq is not None and kv is not None
-            seq.prompt_done()
-            if self._accept(slot, int(token), sampled):
-                self.batch.add(slot, kv, int(token))
-                slot.kv = None
-            elif slot.seq is not None:
-                self._release(slot, kv)
 
     def _accept(self, slot: Slot, token: int, sampled: Any = None) -> bool:
         """Hand a token to its sequence; a failure there ends that request alone."""

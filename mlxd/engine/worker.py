@@ -13,12 +13,11 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any, Callable
 
 import mlx.core as mx
 
-from mlxd.engine import context_shift, embed, kv_types, slot_state
+from mlxd.engine import context_shift, embed, kv_types
 from mlxd.engine.affinity import keep_on_one_cpu
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.detokenize import fast_decoder
@@ -27,6 +26,7 @@ from mlxd.engine.lora import LoraSet
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
 from mlxd.engine.settings import WorkerSettings
+from mlxd.engine.slot_actions import SlotActions
 from mlxd.engine.slots import Slot
 from mlxd.engine.speculative import check_draft
 from mlxd.engine.threads import release_streams, wait_os_thread_exit
@@ -36,10 +36,7 @@ from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull,
 
 log = logging.getLogger("mlxd.engine.worker")
 
-RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or invalid slot save file"
-
-
-class ModelWorker:
+class ModelWorker(SlotActions):
     """Serves generations for one loaded model with continuous batching over ``--parallel`` slots."""
 
     scheduler_class = Scheduler  # engine.vlm's worker puts its multimodal scheduler here
@@ -199,55 +196,6 @@ class ModelWorker:
                     entry["prompt"] = self.loaded.tokenizer.decode(seq.prompt)
             out.append(entry)
         return out
-
-    # -- slot actions (POST /slots/N?action=...): run on the worker thread once the slot is idle ------------------
-    def erase_slot(self, id_slot: int) -> int:
-        """Forget a slot's resident tokens; returns how many there were."""
-
-        def erase(slot: Slot) -> int:
-            n = len(slot.resident.tokens) if slot.resident else 0
-            slot.resident = None
-            return n
-
-        return self._slot_action(id_slot, erase)
-
-    def save_slot(self, id_slot: int, path: Path) -> int:
-        """Write a slot's resident cache to ``path``; returns the number of tokens saved."""
-        return self._slot_action(id_slot, lambda slot: slot_state.save(slot.resident, Path(path)))
-
-    def restore_slot(self, id_slot: int, path: Path) -> int:
-        """Load a slot's resident cache from ``path``; returns the number of tokens restored."""
-
-        def restore(slot: Slot) -> int:
-            try:
-                slot.resident = slot_state.load(Path(path), self.scheduler.new_cache())
-            except slot_state.SlotFileError as exc:
-                raise InvalidRequest(RESTORE_FAILED) from exc
-            return len(slot.resident.tokens) if slot.resident else 0
-
-        return self._slot_action(id_slot, restore)
-
-    def _slot_action(self, id_slot: int, action: Callable[[Slot], int]) -> int:
-        if not 0 <= id_slot < len(self.scheduler.slots):
-            raise InvalidRequest("Invalid slot ID")
-        done: Future[int] = Future()
-        with self._cv:
-            if not self._accepting:
-                raise Unavailable("the model is not accepting requests (it is stopping or not started)")
-            self._actions.append((id_slot, action, done))
-            self._cv.notify_all()
-        return done.result()
-
-    def _run_slot_actions(self) -> None:
-        with self._cv:
-            ready = [a for a in self._actions if not self.scheduler.slots.slots[a[0]].is_processing]
-            for a in ready:
-                self._actions.remove(a)
-        for id_slot, action, done in ready:
-            try:
-                done.set_result(action(self.scheduler.slots.slots[id_slot]))
-            except Exception as exc:
-                done.set_exception(exc)
 
     # -- embeddings (POST /embedding, /v1/embeddings): one forward pass on the worker thread, between steps ------
     def embeddings(self, inputs: list[list[int]], pooling: str, embd_normalize: int,

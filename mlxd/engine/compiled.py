@@ -1,0 +1,157 @@
+"""The decode step's forward pass through ``mx.compile``: one token per row of the decode batch, on the batch's own
+KV caches, with shapes bucketed so that recompiles stay rare.
+
+A one-token step of a small model is mostly per-operation host work (the graph built in Python, one dispatch per
+operation); a compiled step is one call that replays a traced graph with its elementwise runs fused. mlx-lm's
+caches cannot be traced as they are: their write position and the length they hand to attention are Python ints,
+which a trace would bake in (one compile per step). Here the step sees stand-ins for the caches (``_Solo``,
+``_Rows``) whose position is an array input: the keys and values are written into the cache's preallocated
+buffer with ``slice_update`` and attention reads the whole buffer, the positions past the write hidden by a mask.
+The trace then depends only on the batch size and the buffer's capacity, which grows in steps of 256 (mlx-lm's
+own ``KVCache.step``), so a stream recompiles once per 256 tokens of context and the batch once per change of its
+row count, each new shape costing one trace of the model (compiled traces are kept by shape).
+
+The real caches stay mlx-lm's ``KVCache`` / ``BatchKVCache`` (or mlxd's dtype-typed ones) throughout: after the
+call their buffers are the step's outputs and their positions move on by one, so prompt processing, merging,
+filtering, extraction, speculative verification and the prompt cache see nothing new. Quantized, sliding-window
+and recurrent caches, LoRA adapters (their scales are Python numbers a trace would keep) and a model whose layers
+cannot be traced this way (they read the position as a Python int) decode uncompiled.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache
+
+from mlxd.engine.kv_types import TypedBatchKV, TypedKV
+
+log = logging.getLogger("mlxd.engine.compiled")
+
+STEP = 256  # capacity bucket of the KV buffers, as mlx-lm's KVCache.step
+
+_SOLO = (KVCache, TypedKV)
+_ROWS = (BatchKVCache, TypedBatchKV)
+
+
+class _Solo:
+    """A one-sequence cache as the traced step sees it: the buffers and the write position (a scalar array)."""
+
+    def __init__(self, keys: mx.array, values: mx.array, offset: mx.array) -> None:
+        self.keys, self.values, self.offset = keys, values, offset
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        # As TypedKV, new entries take the buffer's dtype (a no-op for the checkpoint's own).
+        self.keys = mx.slice_update(self.keys, keys.astype(self.keys.dtype), self.offset, axes=(2,))
+        self.values = mx.slice_update(self.values, values.astype(self.values.dtype), self.offset, axes=(2,))
+        return self.keys, self.values
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
+        """Every position up to the one just written (one query per row)."""
+        return (mx.arange(self.keys.shape[2]) <= self.offset)[None, None, None, :]
+
+
+class _Rows(_Solo):
+    """A left-padded batched cache as the traced step sees it: one write column for all rows, per-row offsets."""
+
+    def __init__(self, keys: mx.array, values: mx.array, idx: mx.array, offset: mx.array,
+                 left_padding: mx.array) -> None:
+        super().__init__(keys, values, offset)  # offset: each row's RoPE position [B]
+        self.idx, self.left_padding = idx, left_padding
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[mx.array, mx.array]:
+        self.keys = mx.slice_update(self.keys, keys.astype(self.keys.dtype), self.idx, axes=(2,))
+        self.values = mx.slice_update(self.values, values.astype(self.values.dtype), self.idx, axes=(2,))
+        return self.keys, self.values
+
+    def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
+        """As mlx-lm's batch mask for one query: each row's own positions, not its left padding."""
+        cols = mx.arange(self.keys.shape[2])[None]
+        keep = (cols <= self.idx) & (self.left_padding[:, None] <= cols)
+        return keep[:, None, None, :]
+
+
+def _grow(cache: Any, used: int) -> None:
+    """Give the buffer room for one more entry, its capacity a multiple of STEP (one trace per bucket)."""
+    cap = cache.keys.shape[2]
+    if used < cap and cap % STEP == 0:
+        return
+    want = (used // STEP + 1) * STEP
+    for name in ("keys", "values"):
+        buf = getattr(cache, name)
+        b, h, _, d = buf.shape
+        buf = buf[..., : min(cap, want), :]
+        if want > buf.shape[2]:
+            buf = mx.concatenate([buf, mx.zeros((b, h, want - buf.shape[2], d), buf.dtype)], axis=2)
+        setattr(cache, name, buf)
+
+
+class CompiledStep:
+    """The compiled one-token forward pass of one model; ``__call__`` answers None where it does not apply."""
+
+    def __init__(self, model: Callable[..., mx.array]) -> None:
+        self.model = model
+        self.enabled = True
+        self.steps = 0  # compiled steps run (for tests and benchmarks)
+        self._solo = mx.compile(self._solo_step)
+        self._rows = mx.compile(self._rows_step)
+
+    def _solo_step(self, tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
+        caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
+        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
+        return [logits] + [a for c in caches for a in (c.keys, c.values)]
+
+    def _rows_step(self, tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array,
+                   *kv: mx.array) -> list[mx.array]:
+        # Every layer's batched cache holds the same offsets and padding (they move together), so the first
+        # layer's stand for all of them; and all take the moved offsets back.
+        caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
+        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
+        return [logits, offset + 1] + [a for c in caches for a in (c.keys, c.values)]
+
+    def __call__(self, tokens: mx.array, cache: list[Any]) -> mx.array | None:
+        """The logits [B, V] of one step on ``tokens`` [B], the caches moved on by one; None: run it uncompiled."""
+        if not self.enabled or not cache or any(c.keys is None for c in cache):
+            return None
+        kinds = {type(c) for c in cache}
+        try:
+            if kinds <= set(_SOLO):
+                logits = self._step_solo(tokens, cache)
+            elif kinds <= set(_ROWS):
+                logits = self._step_rows(tokens, cache)
+            else:
+                return None
+            self.steps += 1
+            return logits
+        except Exception as exc:  # a layer that needs the position as a Python int, for one: decode uncompiled
+            log.warning("decode step not compiled for this model (%s: %s); decoding uncompiled", type(exc).__name__,
+                        exc)
+            self.enabled = False
+        return None
+
+    def _step_solo(self, tokens: mx.array, cache: list[Any]) -> mx.array:
+        offset = cache[0].offset
+        for c in cache:
+            _grow(c, c.offset)
+        out = self._solo(tokens, mx.array(offset, dtype=mx.int32), *[a for c in cache for a in (c.keys, c.values)])
+        for i, c in enumerate(cache):
+            c.keys, c.values = out[1 + 2 * i], out[2 + 2 * i]
+            c.offset += 1
+        return out[0]
+
+    def _step_rows(self, tokens: mx.array, cache: list[Any]) -> mx.array:
+        first = cache[0]
+        for c in cache:
+            _grow(c, c._idx)
+        idx = mx.array(first._idx, dtype=mx.int32)
+        out = self._rows(tokens, idx, first.offset, first.left_padding,
+                         *[a for c in cache for a in (c.keys, c.values)])
+        moved = out[1]
+        for i, c in enumerate(cache):
+            c.keys, c.values = out[2 + 2 * i], out[3 + 2 * i]
+            c._idx += 1
+            # One array for all layers is safe: BatchKVCache rebinds its offsets, never updates them in place.
+            c.offset = moved
+        return out[0]

@@ -1,0 +1,114 @@
+"""The compiled, pipelined decode step against the uncompiled one and against the sampling chain's unpipelined
+greedy path: the same tokens over a concurrent batch, and no token gained or lost by the look-ahead step at a
+stop string, at ``n_predict`` or at a cancellation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mlxd.engine.handle import RequestHandle
+from mlxd.engine.scheduler import Scheduler
+from mlxd.engine.types import ErrorEvent, FinalEvent, TokenEvent
+from tests.engine.conftest import PROMPTS, final, greedy_request
+from tests.engine.test_scheduler import make_scheduler, run_until  # noqa: F401  (the fixture)
+
+# Prompt lengths and budgets chosen so that rows join and leave at different steps and one row's context crosses
+# a 256-entry bucket of the KV buffers (a new compiled shape) while others decode beside it.
+LENGTHS = [40, 7, 25, 300]
+
+
+def prompts_of(tiny_model: Any) -> list[list[int]]:
+    out = []
+    for i, text in enumerate(PROMPTS):
+        ids = list(tiny_model.tokenizer.encode(text * (1 + 4 * i)))
+        out.append((ids * (1 + 240 // len(ids)))[:250] if i == 3 else ids)
+    return out
+
+
+def events(handle: RequestHandle) -> list[Any]:
+    """Every event the request got, up to its terminal one (the scheduler has pushed them all by now)."""
+    return list(handle)
+
+
+def run_batch(sched: Scheduler, prompts: list[list[int]], unpipelined: bool = False, **fields: Any
+              ) -> list[RequestHandle]:
+    """All prompts at once (rows join as their prompts end); ``unpipelined``: each row asks for its probabilities,
+    which sends it through the sampling chain's greedy path, one read-back per step and no look-ahead."""
+    if unpipelined:
+        fields["n_probs"] = 1
+    handles = [RequestHandle(greedy_request(p, n, **fields), i + 1, lambda h: None)
+               for i, (p, n) in enumerate(zip(prompts, LENGTHS))]
+    for h in handles:
+        sched.add(h)
+    run_until(sched, lambda: sched.idle)
+    return handles
+
+
+def test_compiled_pipelined_batch_equals_uncompiled_and_unpipelined(tiny_model, make_scheduler) -> None:
+    prompts = prompts_of(tiny_model)
+    compiled = make_scheduler(parallel=4, cache_ram=0, batch_size=64)
+    together = [final(h).tokens for h in run_batch(compiled, prompts)]
+    assert compiled.compiled is not None and compiled.compiled.enabled and compiled.compiled.steps > 0
+    plain = make_scheduler(parallel=4, cache_ram=0, batch_size=64)
+    plain.compiled = None
+    assert [final(h).tokens for h in run_batch(plain, prompts)] == together
+    chain = make_scheduler(parallel=4, cache_ram=0, batch_size=64)
+    chain.compiled = None
+    assert [final(h).tokens for h in run_batch(chain, prompts, unpipelined=True)] == together
+    assert [len(t) for t in together[:3]] == LENGTHS[:3] and len(prompts[3]) + len(together[3]) > 256
+
+
+def test_the_look_ahead_step_neither_leaks_nor_loses_a_token(tiny_model, make_scheduler) -> None:
+    prompts = prompts_of(tiny_model)
+    free = make_scheduler(parallel=4, cache_ram=0)
+    texts = [final(h).text for h in run_batch(free, prompts)]
+    stops = [t[len(t) // 2 : len(t) // 2 + 3] for t in texts]  # a stop string in the middle of each text
+    for unpipelined in (False, True):
+        sched = make_scheduler(parallel=4, cache_ram=0)
+        handles = [RequestHandle(greedy_request(p, n, stop=[s], n_probs=1 if unpipelined else 0), i + 1,
+                                 lambda h: None) for i, (p, n, s) in enumerate(zip(prompts, LENGTHS, stops))]
+        for h in handles:
+            sched.add(h)
+        run_until(sched, lambda: sched.idle)
+        got = []
+        for h, text, stop in zip(handles, texts, stops):
+            evs = events(h)
+            done = evs[-1]
+            assert isinstance(done, FinalEvent) and done.stop_type == "word" and done.stopping_word == stop
+            tokens = [e.token_id for e in evs if isinstance(e, TokenEvent)]
+            assert tuple(tokens) == done.tokens  # one event per token, nothing after the final one
+            assert done.text == text[: text.index(stop)] == "".join(e.text for e in evs if isinstance(e, TokenEvent))
+            got.append(done.tokens)
+        if unpipelined:
+            assert got == reference
+        reference = got
+
+
+def test_n_predict_and_cancel_with_the_look_ahead_step(tiny_model, make_scheduler) -> None:
+    prompts = prompts_of(tiny_model)
+    solo = make_scheduler(parallel=1, cache_ram=0)
+    alone = [final(h).tokens for h in run_batch(solo, prompts[:1])]
+    sched = make_scheduler(parallel=3, cache_ram=0)
+    keep = RequestHandle(greedy_request(prompts[0], LENGTHS[0]), 1, lambda h: None)
+    gone = RequestHandle(greedy_request(prompts[1], 200), 2, lambda h: None)
+    sched.add(keep)
+    sched.add(gone)
+    run_until(sched, lambda: len(sched.batch) == 2)
+    for _ in range(5):
+        sched.step()
+    sched.cancel(gone)
+    seen = events(gone)
+    assert isinstance(seen[-1], ErrorEvent)
+    n_before = len(seen)
+    run_until(sched, lambda: sched.idle)
+    assert gone._events.empty() and n_before == len(seen)  # nothing reached the cancelled request afterwards
+    evs = events(keep)
+    assert [e.token_id for e in evs if isinstance(e, TokenEvent)] == list(alone[0]) == list(evs[-1].tokens)
+    assert len(alone[0]) == LENGTHS[0]  # n_predict: exactly that many tokens, the look-ahead one dropped
+    assert all(not s.is_processing for s in sched.slots.slots)
+    again = RequestHandle(greedy_request(prompts[0], LENGTHS[0]), 3, lambda h: None)
+    sched.add(again)
+    run_until(sched, lambda: sched.idle)
+    assert final(again).tokens == alone[0]  # the freed slot serves the next request as before
