@@ -20,6 +20,9 @@ from typing import Any
 
 from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minimax_m2, pythonic, qwen3_coder
 
+from mlxd.engine.chat import partial_calls as pc
+from mlxd.engine.chat.call_deltas import CallView
+from mlxd.engine.chat.partial_calls import Partial
 from mlxd.engine.chat.reasoning import WHITESPACE
 
 Call = tuple[str, str]  # (name, arguments as JSON text)
@@ -205,42 +208,100 @@ class ToolFormat:
     read: Reader
     # The reasoning block this family writes, when not <think>...</think>.
     think: tuple[str, str] = ("<think>", "</think>")
+    # The calls of an open region as far as they are written (engine.chat.partial_calls); None: a call is shown
+    # once its region is complete.
+    partial: Partial | None = None
 
     def calls(self, region: str, tools: Tools = ()) -> list[Call] | None:
-        """The calls in one region's text (between the markers), or None when it is not well-formed calls."""
+        """The calls in one region's text (between the markers), or None when it is not well-formed calls.
+
+        Arguments are the model's own JSON text where it wrote JSON (as llama-server returns them), so that the
+        pieces streamed from :meth:`view` add up to them."""
         try:
             calls = self.read(region, tools)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             return None
-        return calls or None
+        if not calls:
+            return None
+        written = self.view(region, tools)
+        if len(written) == len(calls):
+            calls = [(name, _same_or(arguments, view)) if view_name == name else (name, arguments)
+                     for (name, arguments), (view_name, view) in zip(calls, written)]
+        return calls
+
+    def view(self, region: str, tools: Tools = ()) -> list[CallView]:
+        """The calls of a region (open or not) as far as they are written; [] when nothing can be shown yet."""
+        if self.partial is None:
+            return []
+        try:
+            return self.partial(region, tools)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            return []
 
 
-HERMES = ToolFormat("hermes", "<tool_call>", "</tool_call>", _hermes)
+def _same_or(arguments: str, written: str | None) -> str:
+    """The written arguments when they are the same JSON as the reader's, else the reader's."""
+    if written is None or written == arguments:
+        return arguments
+    try:
+        return written if json.loads(written) == json.loads(arguments) else arguments
+    except ValueError:
+        return arguments
+
+
+_MISTRAL_PARTIAL = pc.header_partial(_MISTRAL_HEADER.pattern)
+_JSON_LIST = pc.list_partial("name", "arguments")
+
+
+def _mistral_view(text: str, tools: Tools) -> list[CallView]:
+    return (_JSON_LIST if text.lstrip(WHITESPACE).startswith("[") else _MISTRAL_PARTIAL)(text, tools)
+
+
+def _functionary_v32_view(text: str, tools: Tools) -> list[CallView]:
+    return [c for c in pc.header_partial(r"([^\n]+)\n")(text, tools) if c[0] != "all"]
+
+
+def _deepseek_view(header: str) -> Partial:
+    return pc.split_partial("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", pc.header_partial(header))
+
+
+_R1_HEADER = r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"
+_V31_HEADER = r"\s*([^<｜]+?)<｜tool▁sep｜>"
+
+HERMES = ToolFormat("hermes", "<tool_call>", "</tool_call>", _hermes,
+                    partial=pc.object_partial("name", "arguments", "parameters"))
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     HERMES,
-    ToolFormat("qwen3-coder", "<tool_call>", "</tool_call>", _qwen3_coder),
-    ToolFormat("mistral", "[TOOL_CALLS]", "", _mistral),  # name[ARGS]{...} (Devstral, Ministral 3, Small 3.2)
-    ToolFormat("mistral-v3", "[TOOL_CALLS]", "", _mistral),  # [{"name": ..., "arguments": ...}] (Nemo, v3)
-    ToolFormat("deepseek-r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-               _deepseek(_header_json(r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"))),
-    ToolFormat("deepseek-v3.1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-               _deepseek(_header_json(r"\s*([^<｜]+?)<｜tool▁sep｜>"))),
-    ToolFormat("deepseek-v3.2", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", _deepseek_dsml),
-    ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call)),
+    ToolFormat("qwen3-coder", "<tool_call>", "</tool_call>", _qwen3_coder, partial=pc.params_partial(pc.QWEN3_CODER)),
+    # name[ARGS]{...} (Devstral, Ministral 3, Small 3.2); [{"name": ..., "arguments": ...}] (Nemo, v3)
+    ToolFormat("mistral", "[TOOL_CALLS]", "", _mistral, partial=_mistral_view),
+    ToolFormat("mistral-v3", "[TOOL_CALLS]", "", _mistral, partial=_mistral_view),
+    ToolFormat("deepseek-r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", _deepseek(_header_json(_R1_HEADER)),
+               partial=_deepseek_view(_R1_HEADER)),
+    ToolFormat("deepseek-v3.1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", _deepseek(_header_json(_V31_HEADER)),
+               partial=_deepseek_view(_V31_HEADER)),
+    ToolFormat("deepseek-v3.2", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", _deepseek_dsml,
+               partial=pc.params_partial(pc.DSML)),
+    ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call), partial=pc.params_partial(pc.GLM)),
     ToolFormat("kimi-k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
-               _mlx(kimi_k2.parse_tool_call)),
-    ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call)),
+               _mlx(kimi_k2.parse_tool_call), partial=pc.split_partial(
+                   "<|tool_call_begin|>", "<|tool_call_end|>",
+                   pc.header_partial(r"\s*(?:functions\.)?(.+?):\d+\s*<\|tool_call_argument_begin\|>"))),
+    ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call),
+               partial=pc.params_partial(pc.MINIMAX_M2)),
     ToolFormat("seed-oss", "<seed:tool_call>", "</seed:tool_call>", _qwen3_coder,
-               think=("<seed:think>", "</seed:think>")),
+               think=("<seed:think>", "</seed:think>"), partial=pc.params_partial(pc.QWEN3_CODER)),
     ToolFormat("command-r7b", "<|START_ACTION|>", "<|END_ACTION|>", _json_list("tool_name", "parameters"),
-               think=("<|START_THINKING|>", "<|END_THINKING|>")),
-    ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments")),
-    ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments")),
-    ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus),
+               think=("<|START_THINKING|>", "<|END_THINKING|>"), partial=pc.list_partial("tool_name", "parameters")),
+    ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments"), partial=_JSON_LIST),
+    ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments"), partial=_JSON_LIST),
+    ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus, partial=pc.apertus_partial),
+    # mlx-lm's pythonic and Gemma 4 readers see whole calls only: these stream each call once it is complete.
     ToolFormat("lfm2", "<|tool_call_start|>", "<|tool_call_end|>", _mlx(pythonic.parse_tool_call)),
     ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call)),
-    ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>")),
-    ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32),
+    ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>"),
+               partial=pc.header_partial(r"([\w.-]+)>")),
+    ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32, partial=_functionary_v32_view),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}
