@@ -41,6 +41,11 @@ FAMILIES = {
     "functionary-v3.2": "meetkai-functionary-medium-v3.2",
     "llama3": "meta-llama-Llama-3.1-8B-Instruct",
     "gpt-oss": "openai-gpt-oss-120b",
+    "minimax-m1": "MiniMax-M1",
+    "apriel": "Apriel-1.6-15b-Thinker-fixed",
+    "solar-open": "upstage-Solar-Open-100B",
+    "hy3": "tencent-Hy3",
+    "minicpm5": "openbmb-MiniCPM5-1B",
 }
 # Read by mlx-lm's whole-call readers: the call streams as one chunk.
 WHOLE_ONLY = {"lfm2", "gemma4"}

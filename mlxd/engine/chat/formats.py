@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minimax_m2, pythonic, qwen3_coder
+from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minicpm5, minimax_m2, pythonic, qwen3_coder
 
 from mlxd.engine.chat import partial_calls as pc
 from mlxd.engine.chat.call_deltas import CallView
@@ -139,16 +139,15 @@ def _header_json(pattern: str) -> Reader:
     return read
 
 
-_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁call▁end｜>", re.S)
+def _between(begin: str, end: str, call: Reader) -> Reader:
+    """Calls each between ``begin`` and ``end`` inside the region, nothing else (DeepSeek, Solar Open)."""
+    each = re.compile(re.escape(begin) + "(.*?)" + re.escape(end), re.S)
 
-
-def _deepseek(call: Reader) -> Reader:
-    """Calls between ``<｜tool▁call▁begin｜>`` and ``<｜tool▁call▁end｜>`` inside the region, nothing else."""
     def read(text: str, tools: Tools) -> list[Call]:
-        calls, rest = [], _DEEPSEEK_CALL.sub("", text)
+        calls, rest = [], each.sub("", text)
         if rest.strip(WHITESPACE):
             raise ValueError("text between calls")
-        for match in _DEEPSEEK_CALL.finditer(text):
+        for match in each.finditer(text):
             calls += call(match.group(1), tools)
         if not calls:
             raise ValueError("no call")
@@ -176,6 +175,33 @@ def _deepseek_dsml(text: str, tools: Tools) -> list[Call]:
     if not calls or text[pos:].strip(WHITESPACE):
         raise ValueError("not DSML calls")
     return calls
+
+
+def _deepseek(call: Reader) -> Reader:
+    return _between("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", call)
+
+
+def _json_sequence(text: str, tools: Tools) -> list[Call]:
+    """A JSON array of ``{"name", "arguments"}`` objects (Apriel), or such objects one per line (MiniMax M1)."""
+    if text.lstrip(WHITESPACE).startswith("["):
+        return _json_list("name", "arguments")(text, tools)
+    calls, pos = [], 0
+    while (pos := len(text) - len(text[pos:].lstrip(WHITESPACE))) < len(text):
+        obj, pos = _DECODER.raw_decode(text, pos)
+        calls += _hermes(_dump(obj), tools)
+    if not calls:
+        raise ValueError("no call")
+    return calls
+
+
+def _params(syntax: pc.ParamSyntax) -> Reader:
+    """A region of calls written parameter by parameter (Hy3): each closed, nothing after them."""
+    def read(text: str, tools: Tools) -> list[Call]:
+        calls, end = pc.params_scan(syntax, text, tools)
+        if not calls or end is None or text[end:].strip(WHITESPACE):
+            raise ValueError("not calls")
+        return [_call(name, _json(arguments or "")) for name, arguments in calls]
+    return read
 
 
 def _qwen3_coder(text: str, tools: Tools) -> list[Call]:
@@ -265,6 +291,7 @@ def _deepseek_view(header: str) -> Partial:
     return pc.split_partial("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", pc.header_partial(header))
 
 
+_SOLAR_HEADER = r"[^<]*<\|tool_call:name\|>\s*([^<]+?)\s*<\|tool_call:args\|>"
 _R1_HEADER = r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"
 _V31_HEADER = r"\s*([^<｜]+?)<｜tool▁sep｜>"
 
@@ -302,6 +329,17 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>"),
                partial=pc.header_partial(r"([\w.-]+)>")),
     ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32, partial=_functionary_v32_view),
+    ToolFormat("minimax-m1", "<tool_calls>", "</tool_calls>", _json_sequence,
+               partial=pc.sequence_partial("name", "arguments")),
+    ToolFormat("apriel", "<tool_calls>", "</tool_calls>", _json_sequence,
+               partial=pc.sequence_partial("name", "arguments")),
+    ToolFormat("solar-open", "<|tool_calls|>", "<|calls|>",
+               _between("<|tool_call:begin|>", "<|tool_call:end|>", _header_json(_SOLAR_HEADER)),
+               partial=pc.split_partial("<|tool_call:begin|>", "<|tool_call:end|>", pc.header_partial(_SOLAR_HEADER))),
+    ToolFormat("hy3", "<tool_calls:opensource>", "</tool_calls:opensource>", _params(pc.HY3),
+               think=("<think:opensource>", "</think:opensource>"), partial=pc.params_partial(pc.HY3)),
+    ToolFormat("minicpm5", "<function name=", "</function>", _mlx(minicpm5.parse_tool_call),
+               partial=pc.params_partial(pc.MINICPM5)),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}
@@ -314,6 +352,14 @@ def detect_tool_format(source: str) -> ToolFormat | None:
 
     if has("<|channel|>"):
         return FORMATS["gpt-oss"]
+    if has("<tool_sep{}>", "<arg_key{}>"):  # Hy3 spells its markers '<tool_sep{}>'.format(':opensource')
+        return FORMATS["hy3"]
+    if has("<|tool_call:begin|>", "<|tool_call:name|>"):
+        return FORMATS["solar-open"]
+    if has("Tool usage guidelines:", '<function name="', '<param name="'):
+        return FORMATS["minicpm5"]
+    if has("<tool_calls>", "</tool_calls>"):
+        return FORMATS["minimax-m1" if "ai name=assistant" in source else "apriel"]
     if has("[TOOL_CALLS]"):
         return FORMATS["mistral" if "[ARGS]" in source else "mistral-v3"]
     if has("dsml_token", "DSML"):

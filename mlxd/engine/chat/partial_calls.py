@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import glm47, minimax_m2, qwen3_coder
+from mlx_lm.tool_parsers import glm47, minicpm5, minimax_m2, qwen3_coder
 
 from mlxd.engine.chat.call_deltas import CallView
 from mlxd.engine.chat.partial_json import elements, members, shown, skip_ws, value_end
@@ -70,6 +70,25 @@ def list_partial(name_key: str, *argument_keys: str) -> Partial:
             if call is None:
                 break
             calls.append(call)
+        return calls
+    return view
+
+
+def sequence_partial(name_key: str, *argument_keys: str) -> Partial:
+    """Call objects one after another, a JSON array of them, or one per line (MiniMax M1, Apriel)."""
+    listed = list_partial(name_key, *argument_keys)
+
+    def view(text: str, tools: Tools) -> list[CallView]:
+        if text.lstrip(WHITESPACE).startswith("["):
+            return listed(text, tools)
+        calls: list[CallView] = []
+        pos = skip_ws(text, 0)
+        while pos < len(text) and (call := object_call(text, pos, name_key, argument_keys)) is not None:
+            calls.append(call)
+            end = value_end(text, pos)
+            if end is None:
+                break
+            pos = skip_ws(text, end)
         return calls
     return view
 
@@ -130,7 +149,9 @@ class ParamSyntax:
     call_end: str
     param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, "true" for a string)
     param_end: str
-    trim: str  # "newline": one newline each side is markup (Qwen3-Coder); "strip": all whitespace; "": none
+    # "newline": one newline each side is markup (Qwen3-Coder); "strip": all whitespace; "cdata": all whitespace,
+    # or a CDATA block kept whole (MiniCPM5); "": none
+    trim: str
     is_string: Callable[[str, str, Tools], bool]  # (function, parameter, tools): is the value a JSON string?
     convert: Callable[[str, str, str, Tools], Any]  # (function, parameter, raw value, tools) -> its JSON value
 
@@ -138,7 +159,20 @@ class ParamSyntax:
 _NUMBER = re.compile(r"-?[0-9]+")
 
 
+_CDATA_OPEN, _CDATA_CLOSE = "<![CDATA[", "]]>"
+
+
 def _trim(value: str, trim: str, done: bool) -> str:
+    if trim == "cdata":
+        if done:
+            return str(minicpm5._param_value(value))
+        value = value.lstrip(WHITESPACE)
+        if _CDATA_OPEN.startswith(value):
+            return ""
+        if value.startswith(_CDATA_OPEN):
+            value = value[len(_CDATA_OPEN):]
+            return value[:len(value) - partial_tag_suffix(value, _CDATA_CLOSE)].removesuffix(_CDATA_CLOSE)
+        return value.rstrip(WHITESPACE)
     if trim == "strip":  # open: trailing whitespace may be the markup before the closing tag
         return value.strip(WHITESPACE)
     if trim == "newline":
@@ -172,22 +206,25 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
     return "".join(parts), None
 
 
+def params_scan(syntax: ParamSyntax, text: str, tools: Tools) -> tuple[list[CallView], int | None]:
+    """The calls of a region written parameter by parameter, and where the last complete one ends (None: the last
+    is still open)."""
+    calls: list[CallView] = []
+    pos: int | None = 0
+    while pos is not None and (call := syntax.call.match(text, pos)) is not None:
+        name = call.group(1).strip(WHITESPACE).strip("\"'")
+        try:
+            arguments, pos = _call_arguments(text, call.end(), name, syntax, tools)
+        except (ValueError, TypeError, SyntaxError):
+            return calls, None
+        calls.append((name, arguments))
+    return calls, pos
+
+
 def params_partial(syntax: ParamSyntax) -> Partial:
-    """The calls of a region written parameter by parameter."""
+    """The calls of a region written parameter by parameter, as far as they are written."""
     def view(text: str, tools: Tools) -> list[CallView]:
-        calls: list[CallView] = []
-        pos = 0
-        while (call := syntax.call.match(text, pos)) is not None:
-            name = call.group(1).strip(WHITESPACE).strip("\"'")
-            try:
-                arguments, end = _call_arguments(text, call.end(), name, syntax, tools)
-            except (ValueError, TypeError, SyntaxError):
-                break
-            calls.append((name, arguments))
-            if end is None:
-                break
-            pos = end
-        return calls
+        return params_scan(syntax, text, tools)[0]
     return view
 
 
@@ -240,3 +277,15 @@ DSML = ParamSyntax(
     call=re.compile(r'\s*<｜DSML｜invoke name="([^"]+)">'), call_end="</｜DSML｜invoke>",
     param=re.compile(r'\s*<｜DSML｜parameter name="([^"]+)" string="(true|false)">'), param_end="</｜DSML｜parameter>",
     trim="", is_string=lambda f, k, tools: True, convert=_json_value)
+HY3 = ParamSyntax(
+    call=re.compile(r"\s*<tool_call:opensource>\s*([^<\s]+)\s*<tool_sep:opensource>"),
+    call_end="</tool_call:opensource>",
+    param=re.compile(r"\s*<arg_key:opensource>(.*?)</arg_key:opensource>\s*<arg_value:opensource>", re.S),
+    param_end="</arg_value:opensource>", trim="strip", is_string=_glm_is_string,
+    convert=lambda f, k, v, tools: glm47._deserialize(v))
+MINICPM5 = ParamSyntax(  # the region's opening marker is "<function name=": a call is its name, then parameters
+    call=re.compile(r"""\s*("[^"]*"|'[^']*'|[^\s"'<>]+)\s*>"""), call_end="",
+    param=re.compile(r"""\s*<param\s+name\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>]+)\s*>"""), param_end="</param>",
+    trim="cdata", is_string=_minimax_is_string,
+    convert=lambda f, k, v, tools: minimax_m2._convert_param_value_with_types(
+        v, minimax_m2._get_param_types_from_config(k, _properties(f, tools))))

@@ -107,6 +107,15 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
                      json_open=lambda p: f'<｜DSML｜parameter name="{p}" string="false">')(function)
         return (f'{m("<｜DSML｜function_calls>")} {_q(chr(10) + f"<｜DSML｜invoke name={_q(name)}>" + chr(10))} '
                 f'{inner} "</｜DSML｜invoke>\\n" {m("</｜DSML｜function_calls>")}')
+    if fmt == "hy3":
+        inner = _xml(lambda p: f"<arg_key:opensource>{p}</arg_key:opensource>\n<arg_value:opensource>",
+                     "</arg_value:opensource>\n", js)(function)
+        head = _q(f"\n<tool_call:opensource>{name}<tool_sep:opensource>\n")
+        return (f'{m("<tool_calls:opensource>")} {head} {inner} "</tool_call:opensource>\\n" '
+                f'{m("</tool_calls:opensource>")}')
+    if fmt == "minicpm5":
+        inner = _xml(lambda p: f'<param name="{p}">', "</param>", js)(function)
+        return f'{m("<function name=")} {_q(_q(name) + ">")} {inner} {m("</function>")}'
     if fmt == "gemma4":
         parts, quote = [], m('<|"|>')
         for i, (p, schema) in enumerate(_required(function)):
@@ -133,6 +142,15 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
                 "parameters": params}
         calls = array(item, ["tool_call_id", "tool_name", "parameters"])
         return f'{m("<|START_ACTION|>")} {calls} {m("<|END_ACTION|>")}'
+    if fmt == "minimax-m1":
+        body = js({"type": "object", "properties": {**one, "arguments": params}, "required": ["name", "arguments"],
+                   "additionalProperties": False})
+        return f'{m("<tool_calls>")} "\\n" {body} "\\n" {m("</tool_calls>")}'
+    if fmt == "apriel":
+        return f'{m("<tool_calls>")} {array({**one, "arguments": params}, ["name", "arguments"])} {m("</tool_calls>")}'
+    if fmt == "solar-open":
+        return (f'{m("<|tool_calls|>")} {m("<|tool_call:begin|>")} /[0-9a-z]{{6}}/ {m("<|tool_call:name|>")} '
+                f'{_q(name)} {m("<|tool_call:args|>")} {js(params)} {m("<|tool_call:end|>")} {m("<|calls|>")}')
     if fmt == "granite":
         return f'{m("<|tool_call|>")} {array({**one, "arguments": params}, ["name", "arguments"])}'
     if fmt == "nemotron-v2":

@@ -60,6 +60,17 @@ SAMPLES: dict[str, tuple[str, str]] = {
                                         "<tool_call|>"),
     "functionary-v3.1": ("meetkai-functionary-medium-v3.1", f"Sure.<function=get_weather>{J}</function>"),
     "functionary-v3.2": ("meetkai-functionary-medium-v3.2", f"Sure.>>>get_weather\n{J}"),
+    "minimax-m1": ("MiniMax-M1", f'Sure.\n<tool_calls>\n{{"name": "get_weather", "arguments": {J}}}\n</tool_calls>'),
+    "apriel": ("unsloth-Apriel-1.5", f'Sure.\n<tool_calls>[{{"name": "get_weather", "arguments": {J}}}]</tool_calls>'),
+    "solar-open": ("upstage-Solar-Open-100B", "Sure.<|tool_calls|><|tool_call:begin|>a1b2c3<|tool_call:name|>get_weather"
+                                              f"<|tool_call:args|>{J}<|tool_call:end|><|calls|>"),
+    "hy3": ("tencent-Hy3", "Sure.<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+                           "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris"
+                           "</arg_value:opensource>\n<arg_key:opensource>days</arg_key:opensource>\n"
+                           "<arg_value:opensource>3</arg_value:opensource>\n</tool_call:opensource>\n"
+                           "</tool_calls:opensource>"),
+    "minicpm5": ("openbmb-MiniCPM5-1B", 'Sure.\n<function name="get_weather"><param name="city"><![CDATA[Paris]]>'
+                                        '</param><param name="days">3</param></function>'),
     "gpt-oss": ("openai-gpt-oss-120b", "<|channel|>commentary<|message|>Sure.<|end|><|start|>assistant<|channel|>"
                                        f"commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>"),
 }
