@@ -43,21 +43,10 @@ class ChatDelta:
         return delta
 
 
-def parse_chat_output(
-    text: str,
-    *,
-    reasoning_format: ReasoningFormat = "deepseek",
-    starts_in_reasoning: bool = False,
-    parse_tool_calls: bool = False,
-    tool_call_format: ToolCallFormat = "hermes",
-    tools: Tools = (),
-    reasoning_tags: Tags = THINK_TAGS,
-    id_factory: Callable[[], str] = new_tool_call_id,
-) -> ChatMessage:
-    """Parse a whole generated answer (``tools``: the request's, which some formats read for argument types)."""
-    stream = ChatOutputStream(reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning,
-                              parse_tool_calls=parse_tool_calls, tool_call_format=tool_call_format, tools=tools,
-                              reasoning_tags=reasoning_tags, id_factory=id_factory, stream_arguments=False)
+def parse_chat_output(text: str, **options: Any) -> ChatMessage:
+    """Parse a whole generated answer; ``options`` are :class:`ChatOutputStream`'s (``tools``: the request's, which
+    some formats read for argument types). Each call is read once whole, as a non-streamed response shows it."""
+    stream = ChatOutputStream(**options, stream_arguments=False)
     stream.feed(text)
     stream.finish()
     return stream.message()

@@ -76,52 +76,38 @@ def shown(text: str) -> str:
     return text[:escape.start(1)] if escape else text
 
 
+def _at(text: str, pos: int, char: str) -> int | None:
+    """The position after ``char`` if it is the next non-whitespace character, else None."""
+    i = skip_ws(text, pos)
+    return i + 1 if text.startswith(char, i) else None
+
+
+def _after(text: str, stop: int | None) -> int | None:
+    """Where the next item of a container begins, after a value ending at ``stop`` and its comma (None: no more)."""
+    return None if stop is None else _at(text, stop, ",")
+
+
 def members(text: str, pos: int) -> Iterator[tuple[str, int, int | None]]:
     """``(key, value_start, value_end)`` of the object at ``pos`` as far as it is written (``value_end`` None
     while that value is unfinished); stops at the first key not yet complete, or at text that is not an object."""
-    i = skip_ws(text, pos)
-    if i >= len(text) or text[i] != "{":
-        return
-    i += 1
-    while True:
+    i = _at(text, pos, "{")
+    while i is not None:
         i = skip_ws(text, i)
-        if i >= len(text) or text[i] != '"':
-            return
-        end = string_end(text, i)
-        if end is None:
-            return
-        key = json.loads(text[i:end])
-        i = skip_ws(text, end)
-        if i >= len(text) or text[i] != ":":
-            return
-        start = skip_ws(text, i + 1)
-        if start >= len(text):
+        end = string_end(text, i) if text.startswith('"', i) else None
+        colon = None if end is None else _at(text, end, ":")
+        if end is None or colon is None or (start := skip_ws(text, colon)) >= len(text):
             return
         stop = value_end(text, start)
-        yield key, start, stop
-        if stop is None:
-            return
-        i = skip_ws(text, stop)
-        if i >= len(text) or text[i] != ",":
-            return
-        i += 1
+        yield json.loads(text[i:end]), start, stop
+        i = _after(text, stop)
 
 
 def elements(text: str, pos: int) -> Iterator[int]:
     """The start of each element of the array at ``pos``, as far as the array is written."""
-    i = skip_ws(text, pos)
-    if i >= len(text) or text[i] != "[":
-        return
-    i += 1
-    while True:
+    i = _at(text, pos, "[")
+    while i is not None:
         i = skip_ws(text, i)
         if i >= len(text) or text[i] == "]":
             return
         yield i
-        stop = value_end(text, i)
-        if stop is None:
-            return
-        i = skip_ws(text, stop)
-        if i >= len(text) or text[i] != ",":
-            return
-        i += 1
+        i = _after(text, value_end(text, i))
