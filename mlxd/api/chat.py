@@ -107,8 +107,9 @@ async def render_off_loop(request: Any, body: Mapping[str, Any], state: ServingS
 class ChatParser:
     """Generated text in, message diffs out (the engine's chat output parser, seen as the renderers need it)."""
 
-    def __init__(self, prompt: ChatPrompt) -> None:
-        self._stream = ChatOutputStream.for_prompt(prompt)
+    def __init__(self, prompt: ChatPrompt, *, streamed: bool = True) -> None:
+        """``streamed``: calls are announced as they are written (False: each once whole, for a whole answer)."""
+        self._stream = ChatOutputStream.for_prompt(prompt, stream_arguments=streamed)
         self.message = AssistantMessage()
 
     def feed(self, text: str) -> list[MessageDiff]:
@@ -127,17 +128,21 @@ class ChatParser:
                 self.message.content += delta.content
                 out.append(MessageDiff(content=delta.content))
             for call in delta.tool_calls:
-                self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
-                # As llama-server streams a call: its id and name first, then its arguments.
-                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name))
-                if call.arguments:
-                    out.append(MessageDiff(tool_index=call.index, tool_arguments=call.arguments))
+                # As llama-server streams a call: its id and name with the arguments written so far, then pieces.
+                if call.id:
+                    self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
+                else:
+                    known = self.message.tool_calls[call.index]
+                    self.message.tool_calls[call.index] = dataclasses.replace(
+                        known, arguments=known.arguments + call.arguments)
+                out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
+                                       tool_arguments=call.arguments))
         return out
 
 
 def parse_whole(prompt: ChatPrompt, text: str) -> AssistantMessage:
     """The message of a whole generated text."""
-    parser = ChatParser(prompt)
+    parser = ChatParser(prompt, streamed=False)
     parser.feed(text)
     parser.finish()
     return parser.message

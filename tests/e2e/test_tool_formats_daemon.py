@@ -1,7 +1,9 @@
 """Each family's tool-call format through one real mlxd-server in router mode: every model is the tiny synthetic
 checkpoint served with that family's real template (tests/fixtures/templates), so the format is detected from the
 template; ``tool_choice: "required"`` makes the grammar force the random-weight model to write a call in the
-format, and the call comes back parsed, whole and streamed, in OpenAI's shape."""
+format, and the call comes back parsed, whole and streamed, in OpenAI's shape: streamed as llama-server streams
+it, a first chunk with the call's index, id, type, name and ``{``, then chunks of argument pieces only, which add
+up to the whole response's arguments."""
 
 from __future__ import annotations
 
@@ -39,7 +41,14 @@ FAMILIES = {
     "functionary-v3.2": "meetkai-functionary-medium-v3.2",
     "llama3": "meta-llama-Llama-3.1-8B-Instruct",
     "gpt-oss": "openai-gpt-oss-120b",
+    "minimax-m1": "MiniMax-M1",
+    "apriel": "Apriel-1.6-15b-Thinker-fixed",
+    "solar-open": "upstage-Solar-Open-100B",
+    "hy3": "tencent-Hy3",
+    "minicpm5": "openbmb-MiniCPM5-1B",
 }
+# Read by mlx-lm's whole-call readers: the call streams as one chunk.
+WHOLE_ONLY = {"lfm2", "gemma4"}
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather in a city",
     # Bounded, so that the random-weight model cannot spend the token budget inside one value.
@@ -92,10 +101,46 @@ def test_forced_call_whole_and_streamed(router: RunningServer, fmt: str) -> None
     assert pieces and all(p["index"] == 0 for p in pieces)
     assert "content" not in "".join(json.dumps(c["choices"][0]["delta"]) for c in chunks if c["choices"][0]["delta"]
                                     .get("content"))
-    first = pieces[0]
+    first, *rest = pieces
+    assert set(first) == {"index", "id", "type", "function"} and set(first["function"]) == {"name", "arguments"}
+    if fmt not in WHOLE_ONLY:
+        assert first["function"]["arguments"] == "{" and len(rest) > 2
+    for piece in rest:  # llama-server's later chunks: the index and an arguments piece, nothing else
+        assert set(piece) == {"index", "function"} and set(piece["function"]) == {"arguments"}
+        assert piece["function"]["arguments"]
     assembled = {"id": first["id"], "type": first["type"], "function": {
-        "name": first["function"]["name"], "arguments": "".join(p["function"].get("arguments", "") for p in pieces)}}
+        "name": first["function"]["name"], "arguments": "".join(p["function"]["arguments"] for p in pieces)}}
     check_call(assembled)
     # The same seed, the same forced text: the streamed call is the whole one (ids aside).
     assert assembled["function"] == call["function"]
-    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    assert chunks[-1]["choices"][0] == {"finish_reason": "tool_calls", "index": 0, "delta": {}}
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3-coder", "mistral", "gpt-oss"])
+def test_anthropic_and_responses_streams_carry_the_pieces(router: RunningServer, fmt: str) -> None:
+    """The same pieces as Anthropic ``input_json_delta`` events and Responses ``function_call_arguments.delta``
+    events: joined, they are the whole call's arguments."""
+    base = {"model": fmt, "max_tokens": 300, "seed": 3}
+    ask = [{"role": "user", "content": "Weather in Paris for 3 days?"}]
+    anthropic = {**base, "messages": ask, "tool_choice": {"type": "any"},
+                 "tools": [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in TOOLS]}
+    responses = {**base, "input": ask, "tool_choice": "required",
+                 "tools": [{"type": "function", **t["function"]} for t in TOOLS]}
+    with router.client(timeout=120) as client:
+        whole_message = client.post("/v1/messages", json=anthropic).json()
+        streamed_message = client.post("/v1/messages", json={**anthropic, "stream": True})
+        whole_response = client.post("/v1/responses", json=responses).json()
+        streamed_response = client.post("/v1/responses", json={**responses, "stream": True})
+    assert streamed_message.status_code == 200 and streamed_response.status_code == 200
+    (use,) = [block for block in whole_message["content"] if block["type"] == "tool_use"]
+    events = payloads(streamed_message.text)
+    (start,) = [e for e in events if e.get("type") == "content_block_start"
+                and e["content_block"]["type"] == "tool_use"]
+    assert start["content_block"]["name"] == "get_weather" and start["content_block"]["input"] == {}
+    json_pieces = [e["delta"]["partial_json"] for e in events if e.get("type") == "content_block_delta"
+                   and e["delta"]["type"] == "input_json_delta"]
+    assert len(json_pieces) > 2 and json.loads("".join(json_pieces)) == use["input"]
+    (item,) = [i for i in whole_response["output"] if i["type"] == "function_call"]
+    deltas = [e["delta"] for e in payloads(streamed_response.text)
+              if e.get("type") == "response.function_call_arguments.delta"]
+    assert len(deltas) > 2 and "".join(deltas) == item["arguments"]

@@ -18,8 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minimax_m2, pythonic, qwen3_coder
+from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minicpm5, minimax_m2, pythonic, qwen3_coder
 
+from mlxd.engine.chat import partial_calls as pc
+from mlxd.engine.chat.call_deltas import CallView
+from mlxd.engine.chat.partial_calls import Partial
 from mlxd.engine.chat.reasoning import WHITESPACE
 
 Call = tuple[str, str]  # (name, arguments as JSON text)
@@ -136,16 +139,15 @@ def _header_json(pattern: str) -> Reader:
     return read
 
 
-_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁call▁end｜>", re.S)
+def _between(begin: str, end: str, call: Reader) -> Reader:
+    """Calls each between ``begin`` and ``end`` inside the region, nothing else (DeepSeek, Solar Open)."""
+    each = re.compile(re.escape(begin) + "(.*?)" + re.escape(end), re.S)
 
-
-def _deepseek(call: Reader) -> Reader:
-    """Calls between ``<｜tool▁call▁begin｜>`` and ``<｜tool▁call▁end｜>`` inside the region, nothing else."""
     def read(text: str, tools: Tools) -> list[Call]:
-        calls, rest = [], _DEEPSEEK_CALL.sub("", text)
+        calls, rest = [], each.sub("", text)
         if rest.strip(WHITESPACE):
             raise ValueError("text between calls")
-        for match in _DEEPSEEK_CALL.finditer(text):
+        for match in each.finditer(text):
             calls += call(match.group(1), tools)
         if not calls:
             raise ValueError("no call")
@@ -173,6 +175,33 @@ def _deepseek_dsml(text: str, tools: Tools) -> list[Call]:
     if not calls or text[pos:].strip(WHITESPACE):
         raise ValueError("not DSML calls")
     return calls
+
+
+def _deepseek(call: Reader) -> Reader:
+    return _between("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", call)
+
+
+def _json_sequence(text: str, tools: Tools) -> list[Call]:
+    """A JSON array of ``{"name", "arguments"}`` objects (Apriel), or such objects one per line (MiniMax M1)."""
+    if text.lstrip(WHITESPACE).startswith("["):
+        return _json_list("name", "arguments")(text, tools)
+    calls, pos = [], 0
+    while (pos := len(text) - len(text[pos:].lstrip(WHITESPACE))) < len(text):
+        obj, pos = _DECODER.raw_decode(text, pos)
+        calls += _hermes(_dump(obj), tools)
+    if not calls:
+        raise ValueError("no call")
+    return calls
+
+
+def _params(syntax: pc.ParamSyntax) -> Reader:
+    """A region of calls written parameter by parameter (Hy3): each closed, nothing after them."""
+    def read(text: str, tools: Tools) -> list[Call]:
+        calls, end = pc.params_scan(syntax, text, tools)
+        if not calls or end is None or text[end:].strip(WHITESPACE):
+            raise ValueError("not calls")
+        return [_call(name, _json(arguments or "")) for name, arguments in calls]
+    return read
 
 
 def _qwen3_coder(text: str, tools: Tools) -> list[Call]:
@@ -205,42 +234,112 @@ class ToolFormat:
     read: Reader
     # The reasoning block this family writes, when not <think>...</think>.
     think: tuple[str, str] = ("<think>", "</think>")
+    # The calls of an open region as far as they are written (engine.chat.partial_calls); None: a call is shown
+    # once its region is complete.
+    partial: Partial | None = None
 
     def calls(self, region: str, tools: Tools = ()) -> list[Call] | None:
-        """The calls in one region's text (between the markers), or None when it is not well-formed calls."""
+        """The calls in one region's text (between the markers), or None when it is not well-formed calls.
+
+        Arguments are the model's own JSON text where it wrote JSON (as llama-server returns them), so that the
+        pieces streamed from :meth:`view` add up to them."""
         try:
             calls = self.read(region, tools)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
             return None
-        return calls or None
+        if not calls:
+            return None
+        written = self.view(region, tools)
+        if len(written) == len(calls):
+            calls = [(name, _same_or(arguments, view)) if view_name == name else (name, arguments)
+                     for (name, arguments), (view_name, view) in zip(calls, written)]
+        return calls
+
+    def view(self, region: str, tools: Tools = ()) -> list[CallView]:
+        """The calls of a region (open or not) as far as they are written; [] when nothing can be shown yet."""
+        if self.partial is None:
+            return []
+        try:
+            return self.partial(region, tools)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+            return []
 
 
-HERMES = ToolFormat("hermes", "<tool_call>", "</tool_call>", _hermes)
+def _same_or(arguments: str, written: str | None) -> str:
+    """The written arguments when they are the same JSON as the reader's, else the reader's."""
+    if written is None or written == arguments:
+        return arguments
+    try:
+        return written if json.loads(written) == json.loads(arguments) else arguments
+    except ValueError:
+        return arguments
+
+
+_MISTRAL_PARTIAL = pc.header_partial(_MISTRAL_HEADER.pattern)
+_JSON_LIST = pc.list_partial("name", "arguments")
+
+
+def _mistral_view(text: str, tools: Tools) -> list[CallView]:
+    return (_JSON_LIST if text.lstrip(WHITESPACE).startswith("[") else _MISTRAL_PARTIAL)(text, tools)
+
+
+def _functionary_v32_view(text: str, tools: Tools) -> list[CallView]:
+    return [c for c in pc.header_partial(r"([^\n]+)\n")(text, tools) if c[0] != "all"]
+
+
+def _deepseek_view(header: str) -> Partial:
+    return pc.split_partial("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", pc.header_partial(header))
+
+
+_SOLAR_HEADER = r"[^<]*<\|tool_call:name\|>\s*([^<]+?)\s*<\|tool_call:args\|>"
+_R1_HEADER = r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"
+_V31_HEADER = r"\s*([^<｜]+?)<｜tool▁sep｜>"
+
+HERMES = ToolFormat("hermes", "<tool_call>", "</tool_call>", _hermes,
+                    partial=pc.object_partial("name", "arguments", "parameters"))
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     HERMES,
-    ToolFormat("qwen3-coder", "<tool_call>", "</tool_call>", _qwen3_coder),
-    ToolFormat("mistral", "[TOOL_CALLS]", "", _mistral),  # name[ARGS]{...} (Devstral, Ministral 3, Small 3.2)
-    ToolFormat("mistral-v3", "[TOOL_CALLS]", "", _mistral),  # [{"name": ..., "arguments": ...}] (Nemo, v3)
-    ToolFormat("deepseek-r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-               _deepseek(_header_json(r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"))),
-    ToolFormat("deepseek-v3.1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-               _deepseek(_header_json(r"\s*([^<｜]+?)<｜tool▁sep｜>"))),
-    ToolFormat("deepseek-v3.2", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", _deepseek_dsml),
-    ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call)),
+    ToolFormat("qwen3-coder", "<tool_call>", "</tool_call>", _qwen3_coder, partial=pc.params_partial(pc.QWEN3_CODER)),
+    # name[ARGS]{...} (Devstral, Ministral 3, Small 3.2); [{"name": ..., "arguments": ...}] (Nemo, v3)
+    ToolFormat("mistral", "[TOOL_CALLS]", "", _mistral, partial=_mistral_view),
+    ToolFormat("mistral-v3", "[TOOL_CALLS]", "", _mistral, partial=_mistral_view),
+    ToolFormat("deepseek-r1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", _deepseek(_header_json(_R1_HEADER)),
+               partial=_deepseek_view(_R1_HEADER)),
+    ToolFormat("deepseek-v3.1", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", _deepseek(_header_json(_V31_HEADER)),
+               partial=_deepseek_view(_V31_HEADER)),
+    ToolFormat("deepseek-v3.2", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", _deepseek_dsml,
+               partial=pc.params_partial(pc.DSML)),
+    ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call), partial=pc.params_partial(pc.GLM)),
     ToolFormat("kimi-k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
-               _mlx(kimi_k2.parse_tool_call)),
-    ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call)),
+               _mlx(kimi_k2.parse_tool_call), partial=pc.split_partial(
+                   "<|tool_call_begin|>", "<|tool_call_end|>",
+                   pc.header_partial(r"\s*(?:functions\.)?(.+?):\d+\s*<\|tool_call_argument_begin\|>"))),
+    ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call),
+               partial=pc.params_partial(pc.MINIMAX_M2)),
     ToolFormat("seed-oss", "<seed:tool_call>", "</seed:tool_call>", _qwen3_coder,
-               think=("<seed:think>", "</seed:think>")),
+               think=("<seed:think>", "</seed:think>"), partial=pc.params_partial(pc.QWEN3_CODER)),
     ToolFormat("command-r7b", "<|START_ACTION|>", "<|END_ACTION|>", _json_list("tool_name", "parameters"),
-               think=("<|START_THINKING|>", "<|END_THINKING|>")),
-    ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments")),
-    ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments")),
-    ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus),
+               think=("<|START_THINKING|>", "<|END_THINKING|>"), partial=pc.list_partial("tool_name", "parameters")),
+    ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments"), partial=_JSON_LIST),
+    ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments"), partial=_JSON_LIST),
+    ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus, partial=pc.apertus_partial),
+    # mlx-lm's pythonic and Gemma 4 readers see whole calls only: these stream each call once it is complete.
     ToolFormat("lfm2", "<|tool_call_start|>", "<|tool_call_end|>", _mlx(pythonic.parse_tool_call)),
     ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call)),
-    ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>")),
-    ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32),
+    ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>"),
+               partial=pc.header_partial(r"([\w.-]+)>")),
+    ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32, partial=_functionary_v32_view),
+    ToolFormat("minimax-m1", "<tool_calls>", "</tool_calls>", _json_sequence,
+               partial=pc.sequence_partial("name", "arguments")),
+    ToolFormat("apriel", "<tool_calls>", "</tool_calls>", _json_sequence,
+               partial=pc.sequence_partial("name", "arguments")),
+    ToolFormat("solar-open", "<|tool_calls|>", "<|calls|>",
+               _between("<|tool_call:begin|>", "<|tool_call:end|>", _header_json(_SOLAR_HEADER)),
+               partial=pc.split_partial("<|tool_call:begin|>", "<|tool_call:end|>", pc.header_partial(_SOLAR_HEADER))),
+    ToolFormat("hy3", "<tool_calls:opensource>", "</tool_calls:opensource>", _params(pc.HY3),
+               think=("<think:opensource>", "</think:opensource>"), partial=pc.params_partial(pc.HY3)),
+    ToolFormat("minicpm5", "<function name=", "</function>", _mlx(minicpm5.parse_tool_call),
+               partial=pc.params_partial(pc.MINICPM5)),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}
@@ -253,6 +352,14 @@ def detect_tool_format(source: str) -> ToolFormat | None:
 
     if has("<|channel|>"):
         return FORMATS["gpt-oss"]
+    if has("<tool_sep{}>", "<arg_key{}>"):  # Hy3 spells its markers '<tool_sep{}>'.format(':opensource')
+        return FORMATS["hy3"]
+    if has("<|tool_call:begin|>", "<|tool_call:name|>"):
+        return FORMATS["solar-open"]
+    if has("Tool usage guidelines:", '<function name="', '<param name="'):
+        return FORMATS["minicpm5"]
+    if has("<tool_calls>", "</tool_calls>"):
+        return FORMATS["minimax-m1" if "ai name=assistant" in source else "apriel"]
     if has("[TOOL_CALLS]"):
         return FORMATS["mistral" if "[ARGS]" in source else "mistral-v3"]
     if has("dsml_token", "DSML"):

@@ -9,9 +9,10 @@ call's ``<|call|>`` is on a line of its own only to fit the page)::
     <|start|>assistant<|channel|>final<|message|>...the answer...<|return|>
 
 The ``analysis`` channel is ``reasoning_content``, ``final`` (and a ``commentary`` preamble addressed to no tool)
-is content, and a message addressed ``to=functions.NAME`` is a call of NAME with its body as JSON arguments; a call
-whose body is not a JSON object stays content (its body). The stream re-reads the text it holds at each delta and
-emits what grew, holding back a tag still being written, so that its output equals the whole-text parse.
+is content, and a message addressed ``to=functions.NAME`` is a call of NAME with its body as JSON arguments (the
+model's own text, as llama-server returns it); a call whose body is not a JSON object stays content (its body). The
+stream re-reads the text it holds at each delta and emits what grew, holding back a tag still being written, so
+that its output equals the whole-text parse; a call's arguments stream as they are written (engine.chat.call_deltas).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mlxd.engine.chat.reasoning import partial_tag_suffix
-from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, new_tool_call_id
+from mlxd.engine.chat.call_deltas import CallDeltas, StreamedCall
+from mlxd.engine.chat.partial_json import shown
+from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
+from mlxd.engine.chat.tool_types import ToolCallDelta, new_tool_call_id
 
 _HEADER = re.compile(r"(?:<\|start\|>assistant)?(?P<head>.*?)<\|message\|>", re.S)
 _ENDS = ("<|end|>", "<|return|>", "<|call|>")
@@ -67,19 +70,21 @@ def _arguments(body: str) -> str | None:
         value = json.loads(body)
     except ValueError:
         return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")) if isinstance(value, dict) else None
+    return body.strip(WHITESPACE) if isinstance(value, dict) else None
 
 
 class HarmonyStream:
     """Feed generated text deltas; get ``(reasoning, content, [ToolCallDelta])`` back."""
 
-    def __init__(self, *, parse_tool_calls: bool = True, id_factory: Callable[[], str] = new_tool_call_id) -> None:
+    def __init__(self, *, parse_tool_calls: bool = True, id_factory: Callable[[], str] = new_tool_call_id,
+                 stream_arguments: bool = True) -> None:
         self._text = ""
         self._parse_tools = parse_tool_calls
-        self._id_factory = id_factory
+        self._stream_arguments = stream_arguments
         self._reasoning = 0  # how much reasoning / content has been emitted
         self._content = 0
-        self._calls: list[ToolCall] = []
+        self._deltas = CallDeltas(id_factory)
+        self._calls: dict[int, StreamedCall] = {}  # by the index of the message that is the call
 
     @property
     def in_reasoning(self) -> bool:
@@ -96,28 +101,38 @@ class HarmonyStream:
     def _emit(self, *, final: bool) -> tuple[str, str, list[ToolCallDelta]]:
         reasoning: list[str] = []
         content: list[str] = []
-        calls: list[tuple[str, str]] = []
-        for message in _messages(self._text):
+        deltas: list[ToolCallDelta] = []
+        messages = _messages(self._text)
+        for at, message in enumerate(messages):
             body = message.body
             if not message.closed and not final:
                 body = body[:len(body) - max(partial_tag_suffix(body, e) for e in _ENDS)]
             if message.recipient is not None and self._parse_tools:
-                if not (message.closed or final):
-                    continue  # a call is shown once whole
-                arguments = _arguments(body)
-                if arguments is not None:
-                    calls.append((message.recipient, arguments))
-                    continue
+                if message.closed or final:
+                    arguments = _arguments(body)
+                    if arguments is not None:
+                        deltas += self._grow(at, message.recipient, arguments)
+                        continue
+                else:
+                    written = body.lstrip(WHITESPACE)
+                    if self._stream_arguments and written.startswith("{"):
+                        deltas += self._grow(at, message.recipient, shown(written))
+                    elif self._stream_arguments and not written:
+                        deltas += self._grow(at, message.recipient, "{")  # llama-server shows "{" at once
+                    continue  # the rest of a call is shown once whole
             (reasoning if message.channel == "analysis" else content).append(body)
-        if not _messages(self._text) and final:
+        if not messages and final:
             content.append(self._text)  # no harmony header at all: the answer is plain content
         all_reasoning, all_content = "".join(reasoning), "".join(content)
         out_reasoning = all_reasoning[self._reasoning:]
         out_content = all_content[self._content:]
         self._reasoning, self._content = len(all_reasoning), len(all_content)
-        deltas = []
-        for name, arguments in calls[len(self._calls):]:
-            call = ToolCall(id=self._id_factory(), name=name, arguments_json=arguments)
-            deltas.append(ToolCallDelta(len(self._calls), call.id, name, arguments))
-            self._calls.append(call)
         return out_reasoning, out_content, deltas
+
+    def _grow(self, at: int, name: str, arguments: str) -> list[ToolCallDelta]:
+        """Announce the call that message ``at`` is, or add to its arguments."""
+        call = self._calls.get(at)
+        if call is None:
+            self._calls[at] = call = self._deltas.new_call(name, arguments)
+            return [call.first()]
+        return call.grow(arguments)

@@ -2,7 +2,9 @@
 
 ``{"name": "get_weather", "parameters": {"city": "Paris"}}``, optionally after ``<|python_tag|>``, and several
 calls may be separated by ``;``. An answer that is not entirely such calls is content, verbatim. The streaming
-parser shows ordinary text at once, and holds back only an answer that opens like a call, until the end.
+parser shows ordinary text at once, and holds back an answer that opens like a call until the end, streaming its
+calls as they are written (engine.chat.call_deltas); arguments are the model's own JSON text, as llama-server
+returns them.
 """
 
 from __future__ import annotations
@@ -10,10 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from mlxd.engine.chat.call_deltas import CallDeltas, CallView
+from mlxd.engine.chat.partial_calls import object_call
+from mlxd.engine.chat.partial_json import skip_ws, value_end
 from mlxd.engine.chat.reasoning import WHITESPACE
-from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, new_tool_call_id
+from mlxd.engine.chat.tool_types import ToolCall, ToolCallDelta, new_tool_call_id
 
 PYTHON_TAG = "<|python_tag|>"
+_ARGUMENT_KEYS = ("parameters", "arguments")
+
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
@@ -22,11 +29,14 @@ def _reject_constant(name: str) -> None:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+def _body(text: str) -> str:
+    body = text.lstrip(WHITESPACE)
+    return body[len(PYTHON_TAG):].lstrip(WHITESPACE) if body.startswith(PYTHON_TAG) else body
+
+
 def _calls_in(text: str) -> list[tuple[str, str]] | None:
     """The ``(name, arguments_json)`` calls that make up the whole of ``text``, or None."""
-    body = text.strip(WHITESPACE)
-    if body.startswith(PYTHON_TAG):
-        body = body[len(PYTHON_TAG):].lstrip(WHITESPACE)
+    body = _body(text).rstrip(WHITESPACE)
     calls: list[tuple[str, str]] = []
     pos = 0
     while True:
@@ -37,7 +47,10 @@ def _calls_in(text: str) -> list[tuple[str, str]] | None:
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
             return None
         arguments = obj["parameters"] if "parameters" in obj else obj.get("arguments", {})
-        if isinstance(arguments, str):
+        written = object_call(body[:end], pos, "name", _ARGUMENT_KEYS)
+        if written is not None and written[1] and isinstance(arguments, dict):
+            calls.append((obj["name"], written[1]))  # as the model wrote it
+        elif isinstance(arguments, str):
             calls.append((obj["name"], arguments))
         else:
             calls.append((obj["name"], json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))))
@@ -49,6 +62,23 @@ def _calls_in(text: str) -> list[tuple[str, str]] | None:
         pos = len(body) - len(rest[1:].lstrip(WHITESPACE))
         if pos == len(body):
             return calls
+
+
+def _view(text: str) -> list[CallView]:
+    """The calls of an answer being written, as far as their names are."""
+    body = _body(text)
+    calls: list[CallView] = []
+    pos = 0
+    while pos < len(body) and (call := object_call(body, pos, "name", _ARGUMENT_KEYS)) is not None:
+        calls.append(call)
+        end = value_end(body, pos)
+        if end is None:
+            break
+        pos = skip_ws(body, end)
+        if not body.startswith(";", pos):
+            break
+        pos = skip_ws(body, pos + 1)
+    return calls
 
 
 def extract_llama_tool_calls(
@@ -71,8 +101,9 @@ def _may_open_a_call(text: str) -> bool:
 class LlamaToolCallStream:
     """Feed content deltas; get ``(content_delta, [ToolCallDelta])`` back, as :class:`ToolCallStream` does."""
 
-    def __init__(self, *, id_factory: Callable[[], str] = new_tool_call_id) -> None:
-        self._id_factory = id_factory
+    def __init__(self, *, id_factory: Callable[[], str] = new_tool_call_id, stream_arguments: bool = True) -> None:
+        self._calls = CallDeltas(id_factory)
+        self._stream_arguments = stream_arguments
         self._held: str | None = ""  # None once the answer is known to be plain content
 
     @property
@@ -86,12 +117,15 @@ class LlamaToolCallStream:
         text = self._held + delta
         if _may_open_a_call(text):
             self._held = text
-            return "", []
+            return "", self._calls.view(_view(text)) if self._stream_arguments else []
         self._held = None
         return text, []
 
     def finish(self) -> tuple[str, list[ToolCallDelta]]:
         """The end of the answer: a held answer is calls if it parses whole, content otherwise."""
         text, self._held = self._held or "", None
-        content, calls = extract_llama_tool_calls(text, id_factory=self._id_factory)
-        return content, [ToolCallDelta(i, c.id, c.name, c.arguments_json) for i, c in enumerate(calls)]
+        found = _calls_in(text)
+        if found is None:
+            self._calls.abandon()
+            return text, []
+        return "", self._calls.close(found)

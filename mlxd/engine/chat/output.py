@@ -7,17 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.engine.chat.prompt import ChatPrompt
-from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags, split_reasoning
-from mlxd.engine.chat.llama_tools import LlamaToolCallStream, extract_llama_tool_calls
-from mlxd.engine.chat.tools import (
-    ToolCall,
-    ToolCallDelta,
-    ToolCallFormat,
-    ToolCallStream,
-    extract_tool_calls,
-    format_named,
-    new_tool_call_id,
-)
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags
+from mlxd.engine.chat.llama_tools import LlamaToolCallStream
+from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, ToolCallFormat, ToolCallStream, format_named, new_tool_call_id
 from mlxd.engine.chat.formats import Tools
 from mlxd.engine.chat.harmony import HarmonyStream
 
@@ -51,35 +43,13 @@ class ChatDelta:
         return delta
 
 
-def parse_chat_output(
-    text: str,
-    *,
-    reasoning_format: ReasoningFormat = "deepseek",
-    starts_in_reasoning: bool = False,
-    parse_tool_calls: bool = False,
-    tool_call_format: ToolCallFormat = "hermes",
-    tools: Tools = (),
-    reasoning_tags: Tags = THINK_TAGS,
-    id_factory: Callable[[], str] = new_tool_call_id,
-) -> ChatMessage:
-    """Parse a whole generated answer (``tools``: the request's, which some formats read for argument types)."""
-    if tool_call_format == "gpt-oss" and reasoning_format != "none":
-        harmony = HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
-        r1, c1, d1 = harmony.feed(text)
-        r2, c2, d2 = harmony.finish()
-        return ChatMessage(content=c1 + c2, reasoning_content=r1 + r2, tool_calls=tuple(
-            ToolCall(id=d.id, name=d.name, arguments_json=d.arguments) for d in d1 + d2))
-    reasoning, content = split_reasoning(
-        text, reasoning_format=reasoning_format, starts_in_reasoning=starts_in_reasoning, tags=reasoning_tags
-    )
-    calls: list[ToolCall] = []
-    if parse_tool_calls:
-        if tool_call_format == "llama3":
-            content, calls = extract_llama_tool_calls(content, id_factory=id_factory)
-        else:
-            content, calls = extract_tool_calls(content, fmt=format_named(tool_call_format), tools=tools,
-                                                id_factory=id_factory)
-    return ChatMessage(content=content, reasoning_content=reasoning, tool_calls=tuple(calls))
+def parse_chat_output(text: str, **options: Any) -> ChatMessage:
+    """Parse a whole generated answer; ``options`` are :class:`ChatOutputStream`'s (``tools``: the request's, which
+    some formats read for argument types). Each call is read once whole, as a non-streamed response shows it."""
+    stream = ChatOutputStream(**options, stream_arguments=False)
+    stream.feed(text)
+    stream.finish()
+    return stream.message()
 
 
 class ChatOutputStream:
@@ -95,27 +65,33 @@ class ChatOutputStream:
         tools: Tools = (),
         reasoning_tags: Tags = THINK_TAGS,
         id_factory: Callable[[], str] = new_tool_call_id,
+        stream_arguments: bool = True,
     ) -> None:
+        """``stream_arguments``: announce calls as they are written (False: each once whole, for a whole text)."""
         self._reasoning = ReasoningStream(reasoning_format, starts_in_reasoning=starts_in_reasoning,
                                           tags=reasoning_tags)
         # gpt-oss's channels carry reasoning, content and calls at once: one reader for all three.
-        self._harmony = (HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory)
+        self._harmony = (HarmonyStream(parse_tool_calls=parse_tool_calls, id_factory=id_factory,
+                                       stream_arguments=stream_arguments)
                          if tool_call_format == "gpt-oss" and reasoning_format != "none" else None)
         self._tools: ToolCallStream | LlamaToolCallStream | None = None
         if self._harmony is not None:
             pass
         elif parse_tool_calls and tool_call_format == "llama3":
-            self._tools = LlamaToolCallStream(id_factory=id_factory)
+            self._tools = LlamaToolCallStream(id_factory=id_factory, stream_arguments=stream_arguments)
         elif parse_tool_calls:
-            self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory)
+            self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory,
+                                         stream_arguments=stream_arguments)
         self._content: list[str] = []
         self._reasoning_text: list[str] = []
-        self._calls: list[ToolCall] = []
+        self._calls: list[tuple[str, str, list[str]]] = []  # (id, name, argument pieces) by index
 
     @classmethod
-    def for_prompt(cls, prompt: ChatPrompt, *, id_factory: Callable[[], str] = new_tool_call_id) -> ChatOutputStream:
+    def for_prompt(cls, prompt: ChatPrompt, *, id_factory: Callable[[], str] = new_tool_call_id,
+                   stream_arguments: bool = True) -> ChatOutputStream:
         """The parser for answers to a rendered prompt."""
         return cls(
+            stream_arguments=stream_arguments,
             reasoning_format=prompt.reasoning_format,
             starts_in_reasoning=prompt.starts_in_reasoning,
             parse_tool_calls=prompt.parse_tool_calls,
@@ -135,51 +111,45 @@ class ChatOutputStream:
     def feed(self, text: str) -> list[ChatDelta]:
         """Consume one delta of generated text."""
         if self._harmony is not None:
-            return self._harmony_deltas(*self._harmony.feed(text))
+            return self._emit(*self._harmony.feed(text))
         return self._deltas(*self._reasoning.feed(text), final=False)
 
     def finish(self) -> list[ChatDelta]:
         """The end of generation: release everything held back."""
         if self._harmony is not None:
-            return self._harmony_deltas(*self._harmony.finish())
+            return self._emit(*self._harmony.finish())
         return self._deltas(*self._reasoning.finish(), final=True)
-
-    def _harmony_deltas(self, reasoning: str, content: str, calls: list[ToolCallDelta]) -> list[ChatDelta]:
-        out: list[ChatDelta] = []
-        if reasoning:
-            self._reasoning_text.append(reasoning)
-            out.append(ChatDelta(reasoning_content=reasoning))
-        if content:
-            self._content.append(content)
-            out.append(ChatDelta(content=content))
-        for call in calls:
-            self._calls.append(ToolCall(id=call.id, name=call.name, arguments_json=call.arguments))
-            out.append(ChatDelta(tool_calls=(call,)))
-        return out
 
     def message(self) -> ChatMessage:
         """Everything emitted so far, as one message (complete once :meth:`finish` was called)."""
         return ChatMessage(
             content="".join(self._content),
             reasoning_content="".join(self._reasoning_text),
-            tool_calls=tuple(self._calls),
+            tool_calls=tuple(ToolCall(id=i, name=n, arguments_json="".join(a)) for i, n, a in self._calls),
         )
 
     def _deltas(self, reasoning: str, content: str, *, final: bool) -> list[ChatDelta]:
-        out: list[ChatDelta] = []
-        if reasoning:
-            self._reasoning_text.append(reasoning)
-            out.append(ChatDelta(reasoning_content=reasoning))
         calls: list[ToolCallDelta] = []
         if self._tools is not None:
             content, calls = self._tools.feed(content)
             if final:
                 more, more_calls = self._tools.finish()
                 content, calls = content + more, calls + more_calls
+        return self._emit(reasoning, content, calls)
+
+    def _emit(self, reasoning: str, content: str, calls: list[ToolCallDelta]) -> list[ChatDelta]:
+        """Record and return one step's reasoning, content and call deltas, in that order."""
+        out: list[ChatDelta] = []
+        if reasoning:
+            self._reasoning_text.append(reasoning)
+            out.append(ChatDelta(reasoning_content=reasoning))
         if content:
             self._content.append(content)
             out.append(ChatDelta(content=content))
         for call in calls:
-            self._calls.append(ToolCall(id=call.id, name=call.name, arguments_json=call.arguments))
+            if call.id:  # a call's first delta; the others add to its arguments
+                self._calls.append((call.id, call.name, [call.arguments]))
+            else:
+                self._calls[call.index][2].append(call.arguments)
             out.append(ChatDelta(tool_calls=(call,)))
         return out

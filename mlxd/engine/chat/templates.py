@@ -1,6 +1,7 @@
 """Chat templates: where a checkpoint's Jinja template comes from, and rendering it as llama-server does.
 
-Rendering happens in engine.chat.jinja_env's runtime; the built-in names and --no-jinja in engine.chat.legacy.
+Rendering happens in engine.chat.jinja_env's runtime; the built-in names and --no-jinja in engine.chat.legacy (and
+legacy_detect).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import jinja2
 from mlxd.engine.chat.caps import TemplateCaps, detect_caps
 from mlxd.engine.chat.errors import ChatTemplateError
 from mlxd.engine.chat.jinja_env import TemplateRaised, compile_template
-from mlxd.engine.chat.legacy import FORMATS, detect_format, render_format
+from mlxd.engine.chat.legacy import FORMATS, render_format
+from mlxd.engine.chat.legacy_detect import detect_format
 
 # llama-server b10621's built-in template names (its --chat-template help), each served by the format of that name
 # (engine.chat.legacy). A value equal to one of them is a name, never template text: under --jinja b10621 would

@@ -73,6 +73,12 @@ def _xml(open_: Callable[[str], str], close: str, js: Json, string_open: str = "
     return params
 
 
+# Formats whose calls are JSON objects naming the function, by their region markers ("" : none closes it).
+_ONE_OBJECT = {"hermes": ("<tool_call>", "</tool_call>"), "minimax-m1": ("<tool_calls>", "</tool_calls>")}
+_ONE_LISTED = {"mistral-v3": ("[TOOL_CALLS]", ""), "granite": ("<|tool_call|>", ""),
+               "nemotron-v2": ("<TOOLCALL>", "</TOOLCALL>"), "apriel": ("<tool_calls>", "</tool_calls>")}
+
+
 def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> str:
     """The Lark expression of one call (with its region markers) to ``function`` in the format ``fmt``."""
     name = function["name"]
@@ -83,10 +89,15 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
         return js({"type": "array", "minItems": 1, "maxItems": 1, "items": {
             "type": "object", "properties": item, "required": required, "additionalProperties": False}})
 
-    if fmt == "hermes":
+    if fmt in _ONE_OBJECT:  # {"name": ..., "arguments": {...}} on a line of its own inside the region
+        start, end = _ONE_OBJECT[fmt]
         body = js({"type": "object", "properties": {**one, "arguments": params}, "required": ["name", "arguments"],
                    "additionalProperties": False})
-        return f'{m("<tool_call>")} "\\n" {body} "\\n" {m("</tool_call>")}'
+        return f'{m(start)} "\\n" {body} "\\n" {m(end)}'
+    if fmt in _ONE_LISTED:  # [{"name": ..., "arguments": {...}}] after the opening marker
+        start, end = _ONE_LISTED[fmt]
+        listed = array({**one, "arguments": params}, ["name", "arguments"])
+        return f"{m(start)} {listed} {m(end)}" if end else f"{m(start)} {listed}"
     if fmt == "qwen3-coder":
         inner = _xml(lambda p: f"<parameter={p}>\n", "\n</parameter>\n", js)(function)
         head = _q("\n<function=" + name + ">\n")
@@ -107,6 +118,15 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
                      json_open=lambda p: f'<｜DSML｜parameter name="{p}" string="false">')(function)
         return (f'{m("<｜DSML｜function_calls>")} {_q(chr(10) + f"<｜DSML｜invoke name={_q(name)}>" + chr(10))} '
                 f'{inner} "</｜DSML｜invoke>\\n" {m("</｜DSML｜function_calls>")}')
+    if fmt == "hy3":
+        inner = _xml(lambda p: f"<arg_key:opensource>{p}</arg_key:opensource>\n<arg_value:opensource>",
+                     "</arg_value:opensource>\n", js)(function)
+        head = _q(f"\n<tool_call:opensource>{name}<tool_sep:opensource>\n")
+        return (f'{m("<tool_calls:opensource>")} {head} {inner} "</tool_call:opensource>\\n" '
+                f'{m("</tool_calls:opensource>")}')
+    if fmt == "minicpm5":
+        inner = _xml(lambda p: f'<param name="{p}">', "</param>", js)(function)
+        return f'{m("<function name=")} {_q(_q(name) + ">")} {inner} {m("</function>")}'
     if fmt == "gemma4":
         parts, quote = [], m('<|"|>')
         for i, (p, schema) in enumerate(_required(function)):
@@ -126,17 +146,14 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
                 f'{m("<｜tool▁call▁end｜>")} {m("<｜tool▁calls▁end｜>")}')
     if fmt == "mistral":
         return f'{m("[TOOL_CALLS]")} {_q(name)} {m("[ARGS]")} {js(params)}'
-    if fmt == "mistral-v3":
-        return f'{m("[TOOL_CALLS]")} {array({**one, "arguments": params}, ["name", "arguments"])}'
     if fmt == "command-r7b":
         item = {"tool_call_id": {"type": "string", "pattern": "^[0-9]{1,3}$"}, "tool_name": {"const": name},
                 "parameters": params}
         calls = array(item, ["tool_call_id", "tool_name", "parameters"])
         return f'{m("<|START_ACTION|>")} {calls} {m("<|END_ACTION|>")}'
-    if fmt == "granite":
-        return f'{m("<|tool_call|>")} {array({**one, "arguments": params}, ["name", "arguments"])}'
-    if fmt == "nemotron-v2":
-        return f'{m("<TOOLCALL>")} {array({**one, "arguments": params}, ["name", "arguments"])} {m("</TOOLCALL>")}'
+    if fmt == "solar-open":
+        return (f'{m("<|tool_calls|>")} {m("<|tool_call:begin|>")} /[0-9a-z]{{6}}/ {m("<|tool_call:name|>")} '
+                f'{_q(name)} {m("<|tool_call:args|>")} {js(params)} {m("<|tool_call:end|>")} {m("<|calls|>")}')
     if fmt == "apertus":
         return f'{m("<|tools_prefix|>")} {array({name: params}, [name])} {m("<|tools_suffix|>")}'
     if fmt == "lfm2":

@@ -5,30 +5,30 @@ Text outside regions is content; whitespace that only separates content from a c
 and is dropped. A region that is not well-formed calls, or that is never closed, is not a call: it stays in the
 content verbatim.
 
-The streaming parser holds a region back until it closes, so it never announces a call it must retract, and each
-call is announced whole (its id, name and complete arguments in one delta, which OpenAI clients accumulate as they
-do pieces); the content it emits, and the calls, equal the whole-text parse for any cut of the text into deltas.
+The streaming parser holds a region's text back, and streams its calls as llama-server does (engine.chat.call_deltas):
+a call is announced once its name is written, and its arguments follow piece by piece as the model writes them.
+The content it emits, and the calls, equal the whole-text parse for any cut of the text into deltas, except for a
+region that turns out not to be calls after one was announced: its text is content as in the whole parse, and the
+announced call stays (a stream cannot take it back).
 """
 
 from __future__ import annotations
 
-import secrets
-import string
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
+from mlxd.engine.chat.call_deltas import CallDeltas
 from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools, detect_tool_format
 from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
+from mlxd.engine.chat.tool_types import ToolCall, ToolCallDelta, new_tool_call_id
+
+__all__ = ["TOOL_CALL_CLOSE", "TOOL_CALL_OPEN", "ToolCall", "ToolCallDelta", "ToolCallFormat", "ToolCallStream",
+           "extract_tool_calls", "format_named", "new_tool_call_id", "tool_call_format"]
 
 # A format's name in engine.chat.formats, or "llama3" (Llama 3.x's bare JSON answers, engine.chat.llama_tools).
 ToolCallFormat = str
 
 TOOL_CALL_OPEN = HERMES.start
 TOOL_CALL_CLOSE = HERMES.end
-
-_ID_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
-
 
 def tool_call_format(template_source: str) -> ToolCallFormat:
     """How a model served with this template writes tool calls, as llama-server detects it from the template."""
@@ -39,43 +39,6 @@ def tool_call_format(template_source: str) -> ToolCallFormat:
 def format_named(name: ToolCallFormat) -> ToolFormat:
     """The format of a name :func:`tool_call_format` gave (not "llama3", which has its own parser)."""
     return FORMATS[name]
-
-
-def new_tool_call_id() -> str:
-    """A tool-call id as llama-server makes them: 32 random letters and digits."""
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(32))
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One parsed call; ``arguments_json`` is the JSON text OpenAI's ``function.arguments`` carries."""
-
-    id: str
-    name: str
-    arguments_json: str
-
-    def to_openai(self) -> dict[str, Any]:
-        """The entry of an OpenAI ``message.tool_calls`` list."""
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json}}
-
-
-@dataclass(frozen=True)
-class ToolCallDelta:
-    """One streamed piece of a call, in OpenAI's ``delta.tool_calls`` shape."""
-
-    index: int
-    id: str
-    name: str
-    arguments: str
-
-    def to_openai(self) -> dict[str, Any]:
-        """The entry of an OpenAI streaming ``delta.tool_calls`` list."""
-        return {
-            "index": self.index,
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
 
 
 def _region_end(text: str, fmt: ToolFormat, searched: int, final: bool) -> tuple[int, int] | None:
@@ -100,7 +63,7 @@ def extract_tool_calls(
     text: str, *, fmt: ToolFormat = HERMES, tools: Tools = (), id_factory: Callable[[], str] = new_tool_call_id
 ) -> tuple[str, list[ToolCall]]:
     """Split a whole answer into its content and its tool calls."""
-    stream = ToolCallStream(fmt=fmt, tools=tools, id_factory=id_factory)
+    stream = ToolCallStream(fmt=fmt, tools=tools, id_factory=id_factory, stream_arguments=False)
     content, deltas = stream.feed(text)
     more, more_deltas = stream.finish()
     calls = [ToolCall(id=d.id, name=d.name, arguments_json=d.arguments) for d in deltas + more_deltas]
@@ -113,14 +76,14 @@ class ToolCallStream:
     _TEXT, _BLOCK, _AFTER_CALL = range(3)
 
     def __init__(self, *, fmt: ToolFormat = HERMES, tools: Tools = (),
-                 id_factory: Callable[[], str] = new_tool_call_id) -> None:
+                 id_factory: Callable[[], str] = new_tool_call_id, stream_arguments: bool = True) -> None:
         self._fmt = fmt
         self._tools = tools
-        self._id_factory = id_factory
+        self._calls = CallDeltas(id_factory)
+        self._stream_arguments = stream_arguments  # False: each call is shown once whole (a whole-text parse)
         self._state = self._TEXT
         self._held = ""  # undecided text: trailing whitespace, a partial marker, or an open region
         self._gap = ""  # whitespace before an open region, dropped if the region turns out to be calls
-        self._count = 0
         self._searched = 0  # how much of a held region is known to hold no closing marker
 
     @property
@@ -171,9 +134,12 @@ class ToolCallStream:
                 if final:
                     content.append(self._gap + text)
                     self._gap = ""
+                    self._calls.abandon()
                 else:
                     self._held = text
                     self._searched = len(text)
+                    if self._stream_arguments:
+                        calls += self._calls.view(fmt.view(text[len(fmt.start):], self._tools))
                 break
             body_end, region_end = ends
             body = text[len(fmt.start):body_end]
@@ -182,11 +148,10 @@ class ToolCallStream:
             parsed = fmt.calls(body, self._tools)
             if parsed is None:
                 content.append(self._gap + text[:region_end])
+                self._calls.abandon()
                 self._state = self._TEXT
             else:
-                for name, arguments in parsed:
-                    calls.append(ToolCallDelta(self._count, self._id_factory(), name, arguments))
-                    self._count += 1
+                calls += self._calls.close(parsed)
                 self._state = self._AFTER_CALL
             self._gap = ""
             self._searched = 0

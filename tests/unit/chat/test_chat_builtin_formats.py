@@ -21,7 +21,7 @@ from mlxd.engine.chat import (
     apply_chat_template,
     load_chat_template,
 )
-from mlxd.engine.chat.legacy import detect_format
+from mlxd.engine.chat.legacy_detect import detect_format
 
 TABLE = json.loads((Path(__file__).parents[2] / "fixtures" / "legacy" / "test-chat-template-cases.json")
                    .read_text(encoding="utf-8"))

@@ -1,5 +1,6 @@
 """Each family's tool-call format read from model output: detected from the real template, whole and streamed
-(every cut of the text into deltas gives the same), malformed or unclosed calls kept as content."""
+(every cut of the text into deltas gives the same; a call announced with its name, then its arguments piece by
+piece), malformed or unclosed calls kept as content."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.engine.chat import ChatOutputStream, parse_chat_output, tool_call_format
+from mlxd.engine.chat import ChatOutputStream, ToolCallDelta, parse_chat_output, tool_call_format
+from tests.unit.chat.streamed_calls import assemble, holds_in_order
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "templates"
 TOOLS = ({"type": "function", "function": {"name": "get_weather", "parameters": {
@@ -58,6 +60,17 @@ SAMPLES: dict[str, tuple[str, str]] = {
                                         "<tool_call|>"),
     "functionary-v3.1": ("meetkai-functionary-medium-v3.1", f"Sure.<function=get_weather>{J}</function>"),
     "functionary-v3.2": ("meetkai-functionary-medium-v3.2", f"Sure.>>>get_weather\n{J}"),
+    "minimax-m1": ("MiniMax-M1", f'Sure.\n<tool_calls>\n{{"name": "get_weather", "arguments": {J}}}\n</tool_calls>'),
+    "apriel": ("unsloth-Apriel-1.5", f'Sure.\n<tool_calls>[{{"name": "get_weather", "arguments": {J}}}]</tool_calls>'),
+    "solar-open": ("upstage-Solar-Open-100B", "Sure.<|tool_calls|><|tool_call:begin|>a1b2c3<|tool_call:name|>get_weather"
+                                              f"<|tool_call:args|>{J}<|tool_call:end|><|calls|>"),
+    "hy3": ("tencent-Hy3", "Sure.<tool_calls:opensource>\n<tool_call:opensource>get_weather<tool_sep:opensource>\n"
+                           "<arg_key:opensource>city</arg_key:opensource>\n<arg_value:opensource>Paris"
+                           "</arg_value:opensource>\n<arg_key:opensource>days</arg_key:opensource>\n"
+                           "<arg_value:opensource>3</arg_value:opensource>\n</tool_call:opensource>\n"
+                           "</tool_calls:opensource>"),
+    "minicpm5": ("openbmb-MiniCPM5-1B", 'Sure.\n<function name="get_weather"><param name="city"><![CDATA[Paris]]>'
+                                        '</param><param name="days">3</param></function>'),
     "gpt-oss": ("openai-gpt-oss-120b", "<|channel|>commentary<|message|>Sure.<|end|><|start|>assistant<|channel|>"
                                        f"commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>"),
 }
@@ -73,13 +86,22 @@ def whole(fmt: str, text: str) -> tuple[str, list[tuple[str, dict]]]:
     return message.content, [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls]
 
 
-def streamed(fmt: str, text: str, size: int) -> tuple[str, list[tuple[str, dict]]]:
+def stream_deltas(fmt: str, text: str, size: int) -> tuple[ChatOutputStream, list[ToolCallDelta]]:
     stream = ChatOutputStream(parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS, id_factory=ids())
-    for i in range(0, len(text), size):
-        stream.feed(text[i:i + size])
-    stream.finish()
+    deltas = [c for i in range(0, len(text), size) for d in stream.feed(text[i:i + size]) for c in d.tool_calls]
+    deltas += [c for d in stream.finish() for c in d.tool_calls]
+    return stream, deltas
+
+
+def streamed(fmt: str, text: str, size: int) -> tuple[str, list[tuple[str, dict]]]:
+    stream, deltas = stream_deltas(fmt, text, size)
     message = stream.message()
+    assert assemble(deltas) == [(c.id, c.name, c.arguments_json) for c in message.tool_calls]
     return message.content, [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls]
+
+
+# Read only once whole by mlx-lm's readers: each call is one delta.
+WHOLE_ONLY = {"lfm2", "gemma4"}
 
 
 @pytest.mark.parametrize("fmt", sorted(SAMPLES))
@@ -97,6 +119,28 @@ def test_call_read_whole_and_streamed(fmt: str) -> None:
         assert streamed(fmt, text, size) == expected, size
 
 
+@pytest.mark.parametrize("fmt", sorted(set(SAMPLES) - WHOLE_ONLY))
+def test_arguments_stream_as_written(fmt: str) -> None:
+    """As llama-server: the first delta has the id and name with ``{``, then the arguments grow piece by piece,
+    each piece extending the last, and together they are the whole parse's arguments."""
+    text = SAMPLES[fmt][1]
+    _, deltas = stream_deltas(fmt, text, 1)
+    first, *pieces = deltas
+    assert (first.index, first.id, first.name, first.arguments) == (0, "call0", "get_weather", "{")
+    assert len(pieces) > 4 and all((p.index, p.id, p.name) == (0, "", "") and p.arguments for p in pieces)
+    (call,) = parse_chat_output(text, parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS).tool_calls
+    assert "".join(d.arguments for d in deltas) == call.arguments_json
+
+
+def streamed_view(fmt: str, text: str, size: int) -> tuple[str, bool]:
+    """The streamed content, and whether the whole parse's calls are among the streamed ones (a stream also keeps
+    a call it announced before its region turned out not to be calls)."""
+    stream, deltas = stream_deltas(fmt, text, size)
+    found = parse_chat_output(text, parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS).tool_calls
+    calls = [(n, a) for _, n, a in assemble(deltas)]
+    return stream.message().content, holds_in_order([(c.name, c.arguments_json) for c in found], calls)
+
+
 @pytest.mark.parametrize("fmt", sorted(SAMPLES))
 def test_malformed_or_cut_calls_stay_content(fmt: str) -> None:
     text = SAMPLES[fmt][1]
@@ -107,8 +151,8 @@ def test_malformed_or_cut_calls_stay_content(fmt: str) -> None:
                 assert broken.split("<|message|>")[-1].removesuffix("<|call|>") in content
             else:
                 assert content.replace("\n", "") in broken.replace("\n", "") and content
-            assert streamed(fmt, broken, 3) == (content, calls)
+            assert streamed_view(fmt, broken, 3) == (content, True)
     cut = text[: len(text) - 3]
     content, calls = whole(fmt, cut)
-    assert streamed(fmt, cut, 5) == (content, calls)
+    assert streamed_view(fmt, cut, 5) == (content, True)
     assert calls == [] or fmt in ("mistral", "mistral-v3", "granite", "functionary-v3.2")

@@ -18,6 +18,7 @@ from mlxd.engine.chat import (
     extract_llama_tool_calls,
     tool_call_format,
 )
+from tests.unit.chat.streamed_calls import assemble, holds_in_order
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -34,9 +35,9 @@ def calls(text: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ('{"name": "get_weather", "parameters": {"city": "Paris"}}', ("", [("get_weather", '{"city":"Paris"}')])),
+    ('{"name": "get_weather", "parameters": {"city": "Paris"}}', ("", [("get_weather", '{"city": "Paris"}')])),
     ('\n<|python_tag|>{"name": "f", "arguments": {}}  ', ("", [("f", "{}")])),
-    ('{"name": "f", "parameters": {"a": 1}}; {"name": "g", "parameters": {}};', ("", [("f", '{"a":1}'), ("g", "{}")])),
+    ('{"name": "f", "parameters": {"a": 1}}; {"name": "g", "parameters": {}};', ("", [("f", '{"a": 1}'), ("g", "{}")])),
     ('{"name": "f", "parameters": "{\\"a\\": 1}"}', ("", [("f", '{"a": 1}')])),
 ])
 def test_calls(text: str, expected: tuple[str, list[tuple[str, str]]]) -> None:
@@ -68,8 +69,10 @@ def test_llama_prompt_parses_its_calls() -> None:
     assert prompt.tool_call_format == "llama3" and prompt.parse_tool_calls
     stream = ChatOutputStream.for_prompt(prompt, id_factory=counter())
     deltas = stream.feed('{"name": "get_weather", ') + stream.feed('"parameters": {"city": "Paris"}}') + stream.finish()
-    assert [d.to_openai() for d in deltas] == [{"tool_calls": [
-        {"index": 0, "id": "id0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]}]
+    assert [d.to_openai() for d in deltas] == [
+        {"tool_calls": [{"index": 0, "id": "id0", "type": "function", "function": {"name": "get_weather",
+                                                                                   "arguments": "{"}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"city": "Paris"}'}}]}]
 
 
 def test_plain_answers_stream_at_once() -> None:
@@ -88,13 +91,18 @@ FRAGMENTS = st.sampled_from(['{"name": "f", "parameters": {"x": 1}}', '{"name": 
 @given(text=st.lists(FRAGMENTS, max_size=8).map("".join), points=st.lists(st.integers(0, 120), max_size=8))
 def test_any_split_streams_to_the_whole_parse(text: str, points: list[int]) -> None:
     content, found = extract_llama_tool_calls(text, id_factory=counter())
-    stream = LlamaToolCallStream(id_factory=counter())
     bounds = sorted({min(p, len(text)) for p in points}) + [len(text)]
-    streamed, deltas = "", []
-    for a, b in zip([0] + bounds, bounds):
-        piece, more = stream.feed(text[a:b])
-        streamed += piece
-        deltas += more
-    piece, more = stream.finish()
-    assert (streamed + piece, [(d.id, d.name, d.arguments) for d in deltas + more]) == (
-        content, [(c.id, c.name, c.arguments_json) for c in found])
+    for stream_arguments in (True, False):
+        stream = LlamaToolCallStream(id_factory=counter(), stream_arguments=stream_arguments)
+        streamed, deltas = "", []
+        for a, b in zip([0] + bounds, bounds):
+            piece, more = stream.feed(text[a:b])
+            streamed += piece
+            deltas += more
+        piece, more = stream.finish()
+        calls = assemble(deltas + more)
+        assert streamed + piece == content
+        if stream_arguments:
+            assert holds_in_order([(c.name, c.arguments_json) for c in found], [(n, a) for _, n, a in calls])
+        else:
+            assert calls == [(c.id, c.name, c.arguments_json) for c in found]

@@ -19,6 +19,7 @@ from mlxd.engine.chat import (
     apply_chat_template,
     parse_chat_output,
 )
+from tests.unit.chat.streamed_calls import assemble, holds_in_order
 
 QWEN_ANSWER = (
     "<think>\nThe user wants the weather.\n</think>\n\n"
@@ -36,7 +37,7 @@ def test_qwen_answer_whole() -> None:
     assert message == ChatMessage(
         content="Let me look.",
         reasoning_content="The user wants the weather.",
-        tool_calls=(ToolCall("call0", "get_weather", '{"city":"Paris"}'),),
+        tool_calls=(ToolCall("call0", "get_weather", '{"city": "Paris"}'),),
     )
 
 
@@ -49,16 +50,18 @@ def test_stream_deltas_in_openai_shape() -> None:
     stream = ChatOutputStream(parse_tool_calls=True, id_factory=counter())
     deltas: list[ChatDelta] = []
     for token in ["<think>", "\nThe user", " wants the weather.\n", "</think>", "\n\nLet", " me look.\n",
-                  "<tool_call>", '\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n', "</tool_call>"]:
+                  "<tool_call>", '\n{"name": "get_weather", "arguments": {"city": "Pa', 'ris"}}\n', "</tool_call>"]:
         deltas += stream.feed(token)
     deltas += stream.finish()
+    # llama-server's sequence: the call's index, id, type and name with the arguments so far, then pieces.
     assert [d.to_openai() for d in deltas] == [
         {"reasoning_content": "The user"},
         {"reasoning_content": " wants the weather."},
         {"content": "Let"},
         {"content": " me look."},
         {"tool_calls": [{"index": 0, "id": "call0", "type": "function",
-                         "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+                         "function": {"name": "get_weather", "arguments": '{"city": "Pa'}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": 'ris"}'}}]},
     ]
     assert stream.message() == parse_chat_output(QWEN_ANSWER, parse_tool_calls=True, id_factory=counter())
 
@@ -95,7 +98,18 @@ def test_any_split_streams_to_the_whole_parse(text: str, points: list[int], fmt:
     for a, b in zip([0] + bounds, bounds):
         deltas += stream.feed(text[a:b])
     deltas += stream.finish()
-    assert stream.message() == expected
+    message = stream.message()
+    assert (message.content, message.reasoning_content) == (expected.content, expected.reasoning_content)
+    streamed = [(c.name, c.arguments_json) for c in message.tool_calls]
+    assert holds_in_order([(c.name, c.arguments_json) for c in expected.tool_calls], streamed)
+    assert assemble(c for d in deltas for c in d.tool_calls) == [(c.id, c.name, c.arguments_json)
+                                                               for c in message.tool_calls]
     assert "".join(d.content for d in deltas) == expected.content
     assert "".join(d.reasoning_content for d in deltas) == expected.reasoning_content
     assert all(d.to_openai() for d in deltas)  # never an empty delta
+    whole = ChatOutputStream(reasoning_format=fmt, starts_in_reasoning=starts, parse_tool_calls=tools,
+                             tool_call_format=calls, id_factory=counter(), stream_arguments=False)
+    for a, b in zip([0] + bounds, bounds):
+        whole.feed(text[a:b])
+    whole.finish()
+    assert whole.message() == expected

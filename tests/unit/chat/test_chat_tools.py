@@ -1,4 +1,5 @@
-"""Hermes/Qwen tool calls in model output: whole and streamed, malformed blocks kept as content."""
+"""Hermes/Qwen tool calls in model output: whole and streamed (a call announced once its name is written, then its
+arguments piece by piece, as llama-server streams them), malformed blocks kept as content."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlxd.engine.chat import ToolCall, ToolCallDelta, ToolCallStream, extract_tool_calls, new_tool_call_id
+from tests.unit.chat.streamed_calls import assemble, holds_in_order
 
 
 def counter() -> Callable[[], str]:
@@ -24,7 +26,7 @@ def calls(text: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "°C"}}\n</tool_call>'
-PARSED = ("get_weather", '{"city":"Paris","unit":"°C"}')
+PARSED = ("get_weather", '{"city": "Paris", "unit": "°C"}')  # the model's own JSON text, as llama-server keeps it
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -34,7 +36,7 @@ PARSED = ("get_weather", '{"city":"Paris","unit":"°C"}')
     (CALL + "\n\nDone. ", ("Done. ", [PARSED])),
     ("no calls here  ", ("no calls here  ", [])),
     ('<tool_call>{"name": "f"}</tool_call>', ("", [("f", "{}")])),
-    ('<tool_call>{"name": "f", "parameters": {"a": [1, 2]}}</tool_call>', ("", [("f", '{"a":[1,2]}')])),
+    ('<tool_call>{"name": "f", "parameters": {"a": [1, 2]}}</tool_call>', ("", [("f", '{"a": [1, 2]}')])),
     ('<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>', ("", [("f", '{"a": 1}')])),
 ])
 def test_extract(text: str, expected: tuple[str, list[tuple[str, str]]]) -> None:
@@ -74,34 +76,53 @@ def test_openai_shapes() -> None:
                                  "function": {"name": "f", "arguments": "{}"}}
 
 
-def test_stream_holds_a_call_until_it_closes() -> None:
+def test_stream_announces_a_call_then_its_arguments() -> None:
     stream = ToolCallStream(id_factory=counter())
     assert stream.feed("Checking  ") == ("Checking", [])
     assert stream.feed("<tool_") == ("", [])
-    assert stream.feed('call>{"name": "f", ') == ("", [])
+    assert stream.feed('call>{"name": "f", ') == ("", [ToolCallDelta(0, "id0", "f", "{")])
     assert stream.in_tool_call
-    assert stream.feed('"arguments": {}}</tool_call>\n ok') == ("ok", [ToolCallDelta(0, "id0", "f", "{}")])
+    assert stream.feed('"arguments": {"city": "Pa') == ("", [ToolCallDelta(0, "", "", '"city": "Pa')])
+    assert stream.feed("ris\\") == ("", [ToolCallDelta(0, "", "", "ris")])  # half an escape is held
+    assert stream.feed('n",  ') == ("", [ToolCallDelta(0, "", "", '\\n",')])  # and trailing whitespace
+    assert stream.feed('"days": 3}}</tool_call>\n ok') == ("ok", [ToolCallDelta(0, "", "", '  "days": 3}')])
     assert not stream.in_tool_call
     assert stream.feed(" \n") == ("", [])
     assert stream.finish() == (" \n", [])
 
 
+def test_whole_parse_shows_each_call_once_complete() -> None:
+    stream = ToolCallStream(id_factory=counter(), stream_arguments=False)
+    assert stream.feed('<tool_call>{"name": "f", ') == ("", [])
+    assert stream.feed('"arguments": {}}</tool_call>') == ("", [ToolCallDelta(0, "id0", "f", "{}")])
+
+
 def test_stream_unclosed_block_is_content_at_the_end() -> None:
     stream = ToolCallStream(id_factory=counter())
-    assert stream.feed('x <tool_call>{"name": "f"') == ("x", [])
+    assert stream.feed('x <tool_call>{"name": "f"') == ("x", [ToolCallDelta(0, "id0", "f", "{")])
+    # The region never closed: its text is content, as in the whole parse; the announced call stays.
     assert stream.finish() == (' <tool_call>{"name": "f"', [])
 
 
-def _stream(pieces: list[str]) -> tuple[str, list[tuple[str, str, str]]]:
+def test_parallel_calls_take_the_next_indices() -> None:
     stream = ToolCallStream(id_factory=counter())
+    deltas = []
+    text = CALL + "\n" + CALL
+    for i in range(0, len(text), 5):
+        deltas += stream.feed(text[i:i + 5])[1]
+    deltas += stream.finish()[1]
+    assert assemble(deltas) == [("id0", *PARSED), ("id1", *PARSED)]
+
+
+def _stream(pieces: list[str], stream_arguments: bool = True) -> tuple[str, list[tuple[str, str, str]]]:
+    stream = ToolCallStream(id_factory=counter(), stream_arguments=stream_arguments)
     content: list[str] = []
     found: list[ToolCallDelta] = []
     for piece in pieces + [None]:  # type: ignore[list-item]
         text, deltas = stream.finish() if piece is None else stream.feed(piece)
         content.append(text)
         found.extend(deltas)
-    assert [d.index for d in found] == list(range(len(found)))
-    return "".join(content), [(d.id, d.name, d.arguments) for d in found]
+    return "".join(content), assemble(found)
 
 
 FRAGMENTS = st.sampled_from([
@@ -115,8 +136,11 @@ TEXTS = st.lists(FRAGMENTS, max_size=14).map("".join)
 @given(text=TEXTS, points=st.lists(st.integers(0, 200), max_size=10))
 def test_any_split_streams_to_the_whole_parse(text: str, points: list[int]) -> None:
     content, found = extract_tool_calls(text, id_factory=counter())
-    expected = (content, [(c.id, c.name, c.arguments_json) for c in found])
+    whole = [(c.name, c.arguments_json) for c in found]
     bounds = sorted({min(p, len(text)) for p in points}) + [len(text)]
     pieces = [text[a:b] for a, b in zip([0] + bounds, bounds)]
-    assert _stream(pieces) == expected
-    assert _stream(list(text)) == expected
+    for cut in (pieces, list(text)):
+        streamed_content, streamed = _stream(cut)
+        assert streamed_content == content
+        assert holds_in_order(whole, [(n, a) for _, n, a in streamed])
+        assert _stream(cut, stream_arguments=False) == (content, [(c.id, c.name, c.arguments_json) for c in found])
