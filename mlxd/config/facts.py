@@ -54,7 +54,7 @@ swa-checkpoints         int    32          >=0 inert=0|32 why=checkpoints
 checkpoint-min-step     int    8192        >=0 inert why=checkpoints
 cache-ram               int    8192        >=-1 effect=reload
 kv-unified              bool?  ~ effect=reload
-cache-idle-slots        bool   true        inert=true why=cache-idle-slots
+cache-idle-slots        bool   true        effect=reload
 context-shift           bool   false effect=reload
 flash-attn              str    auto        {on,off,auto} inert=on|auto
 perf                    bool   false       refuse why=perf
@@ -382,9 +382,6 @@ REASONS: dict[str, tuple[str, str]] = {
                  "SWA cache is not yet implemented by mlxd", "leave it unset"),
     "checkpoints": ("context checkpoints are not yet implemented by mlxd: a sliding-window or recurrent cache is "
                     "reused only while it can be trimmed to the shared prefix", "leave it unset or 0"),
-    "cache-idle-slots": ("keeping an idle slot's cache out of the prompt cache is not yet implemented by mlxd: it "
-                         "always moves there when the slot takes another task, as b10621's default does",
-                         "leave it enabled; --cache-ram 0 disables the prompt cache"),
     "perf": ("libllama's internal performance counters do not exist under MLX",
              "read each response's `timings` object, or GET /metrics with --metrics"),
     "tools": ("built-in agent tools belong to llama-server's web UI, which mlxd does not serve (/tools answers 403 "
@@ -405,7 +402,7 @@ REASONS: dict[str, tuple[str, str]] = {
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
     "spec", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
-    "swa-full", "checkpoints", "cache-idle-slots", "escape",
+    "swa-full", "checkpoints", "escape",
 })
 
 # Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their

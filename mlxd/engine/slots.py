@@ -35,6 +35,7 @@ class Resident:
     namespace: str
     tokens: list[int]
     kv: list[Any]
+    published: bool = False  # the prompt cache holds a copy of these tokens (--cache-idle-slots saved them)
 
 
 @dataclass
