@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mlxd.engine import synth, synth_gemma4, synth_tokenizer, synth_vlm  # noqa: E402
+from mlxd.engine import synth, synth_gemma4, synth_llama, synth_tokenizer, synth_vlm  # noqa: E402
 
 if TYPE_CHECKING:
     from mlxd.engine.loader import LoadedModel
@@ -30,8 +30,9 @@ TEST_MODELS = REPO_ROOT / ".cache" / "test-models"
 def _recipe_key(preset: str, seed: int) -> str:
     """A digest of everything the checkpoint's bytes depend on, so a stale cached copy is never reused."""
     digest = hashlib.sha256(f"{preset}:{seed}:{sys.version}".encode())
-    for module in (synth, synth_tokenizer, synth_vlm, synth_gemma4):
+    for module in (synth, synth_tokenizer, synth_vlm, synth_gemma4, synth_llama):
         digest.update(Path(module.__file__ or "").read_bytes())
+    digest.update(synth_llama.CORPUS.read_bytes())
     for dist in ("mlx", "mlx-lm", "tokenizers") + (("mlx-vlm",) if synth_vlm.is_preset(preset) else ()):
         digest.update(importlib.metadata.version(dist).encode())
     return digest.hexdigest()[:12]
@@ -55,6 +56,12 @@ def synthetic_checkpoint(preset: str = "tiny", seed: int = 0, passthrough: int =
 def tiny_checkpoint() -> Path:
     """Path of the tiny synthetic checkpoint (float32, seed 0); treat it as read-only."""
     return synthetic_checkpoint("tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_checkpoint() -> Path:
+    """Path of the llama-vocabulary synthetic checkpoint (``tiny-llama``: BOS ``<s>`` = 1); treat it as read-only."""
+    return synthetic_checkpoint("tiny-llama")
 
 
 @pytest.fixture(scope="session")

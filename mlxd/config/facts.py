@@ -55,7 +55,7 @@ swa-checkpoints         int    32          >=0 inert=0|32 why=checkpoints
 checkpoint-min-step     int    8192        >=0 inert why=checkpoints
 cache-ram               int    8192        >=-1 effect=reload
 kv-unified              bool?  ~ effect=reload
-cache-idle-slots        bool   true        inert=true why=cache-idle-slots
+cache-idle-slots        bool   true        effect=reload
 context-shift           bool   false effect=reload
 flash-attn              str    auto        {on,off,auto} inert=on|auto
 perf                    bool   false       refuse why=perf

@@ -58,9 +58,6 @@ REASONS: dict[str, tuple[str, str]] = {
                  "SWA cache is not yet implemented by mlxd", "leave it unset"),
     "checkpoints": ("context checkpoints are not yet implemented by mlxd: a sliding-window or recurrent cache is "
                     "reused only while it can be trimmed to the shared prefix", "leave it unset or 0"),
-    "cache-idle-slots": ("keeping an idle slot's cache out of the prompt cache is not yet implemented by mlxd: it "
-                         "always moves there when the slot takes another task, as b10621's default does",
-                         "leave it enabled; --cache-ram 0 disables the prompt cache"),
     "perf": ("libllama's internal performance counters do not exist under MLX",
              "read each response's `timings` object, or GET /metrics with --metrics"),
     "tools": ("built-in agent tools belong to llama-server's web UI, which mlxd does not serve (/tools answers 403 "
@@ -81,7 +78,7 @@ REASONS: dict[str, tuple[str, str]] = {
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
     "spec", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
-    "swa-full", "checkpoints", "cache-idle-slots", "escape",
+    "swa-full", "checkpoints", "escape",
 })
 
 # Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their

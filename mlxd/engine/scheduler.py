@@ -28,7 +28,7 @@ from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding
-from mlxd.engine import kv_types
+from mlxd.engine import idle_slots, kv_types
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.prefill import PromptProcessing
@@ -88,6 +88,7 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self.sampling = sampling
         self.slots = SlotRegistry(settings.n_parallel, n_ctx_slot, settings.slot_prompt_similarity)
         self.prompt_cache = PromptCache(settings.cache_ram_bytes)
+        self._cache_idle = idle_slots.enabled(settings.cache_idle_slots, self.prompt_cache, settings.unified)
         # -ctk / -ctv: refused here (before serving) when the type or the model's head size cannot take it.
         self.kv_type = kv_types.fit(kv_types.resolve(
             settings.cache_type_k or "f16", settings.cache_type_v or "f16",
@@ -276,6 +277,8 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         seq.n_past = seq.n_cache = n
         seq.progress()  # b10621's first update, before any prompt token is computed (the cache's part only)
         self.prefilling.append(slot)
+        if self._cache_idle:  # --cache-idle-slots: the other slots' caches, now that this one runs
+            idle_slots.save_idle(self.slots, self.prompt_cache, clear=self.settings.unified)
 
     def _reuse(self, slot: Slot, req: Any) -> tuple[list[Any] | None, int]:
         """The longest cached prefix: the slot's own tokens, or any entry of the host prompt cache."""
@@ -290,13 +293,14 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         if not self.prompt_cache.enabled:
             slot.resident = None
             return None, 0
+        log.debug("updating prompt cache")  # b10621's line for the same save-then-load
         self._vacate(slot)
         return self.prompt_cache.fetch(req.cache_namespace, req.prompt_tokens)
 
     def _vacate(self, slot: Slot) -> None:
         """As upstream, a slot's tokens move to the host prompt cache when the slot takes another request."""
         res, slot.resident = slot.resident, None
-        if res is not None and self.prompt_cache.enabled:
+        if res is not None and not res.published and self.prompt_cache.enabled:
             self.prompt_cache.insert(res.namespace, res.tokens, res.kv)
 
     def _accept(self, slot: Slot, token: int, sampled: Any = None) -> bool:

@@ -35,6 +35,7 @@ class Resident:
     namespace: str
     tokens: list[int]
     kv: list[Any]
+    published: bool = False  # the prompt cache holds a copy of these tokens (--cache-idle-slots saved them)
 
 
 @dataclass
@@ -79,7 +80,8 @@ class Slot:
                 "has_next_token": seq.has_next_token if running is not None else False,
                 "has_new_line": seq.has_new_line,
                 "n_remain": seq.n_remain if running is not None else -1,
-                "n_decoded": seq.n_decoded,
+                # An idle slot shows 0, as b10621 does once a task ends (its counters belong to the running task).
+                "n_decoded": seq.n_decoded if running is not None else 0,
             }
         ]
         if debug:

@@ -1,5 +1,7 @@
 """Synthetic checkpoints: random, seeded Qwen3 models that mlx-lm loads through the same code as a real one.
 
+(``tiny-llama`` is a llama model with llama's vocabulary layout instead; synth_llama holds what differs.)
+
 Tests, benchmarks and ``make run`` use them, so nothing is ever downloaded. The weights are shaped so that greedy
 decoding never produces an added token and rarely meets a near-tie:
 
@@ -26,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn
 
-from mlxd.engine import synth_tokenizer, synth_vlm
+from mlxd.engine import synth_llama, synth_tokenizer, synth_vlm
 
 if TYPE_CHECKING:
     import mlx.core as mx
@@ -61,7 +63,11 @@ PRESETS: dict[str, Preset] = {
     "small": Preset(512, 12, 8, 4, 64, 1792, 8192, 8192, 32768),
     # Qwen3-0.6B's shapes, its 151936-row vocabulary included; the tokenizer itself has 8192 tokens.
     "qwen3-0.6b": Preset(1024, 28, 16, 8, 128, 3072, 151936, 8192, 40960),
+    # A llama model with a 512-piece SentencePiece-style vocabulary (BOS <s> = 1), as llama.cpp's server tests
+    # expect of their stories260K presets; made by synth_llama.
+    "tiny-llama": Preset(64, 2, 4, 2, 16, 192, 512, 512, 2048, rope_theta=10_000.0, rms_norm_eps=1e-5),
 }
+LLAMA_PRESETS = ("tiny-llama",)
 
 # Sampling defaults written to generation_config.json (Qwen3's recommended thinking-mode values).
 GENERATION_DEFAULTS = {"temperature": 0.6, "top_k": 20, "top_p": 0.95}
@@ -235,6 +241,9 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
     from mlx_lm.models import qwen3
     from mlx_lm.utils import quantize_model, save_config, save_model
 
+    if preset in LLAMA_PRESETS:
+        _write_llama(staging, shape, preset, dtype, quantize, seed)
+        return
     tokenizer, corpus = synth_tokenizer.train_tokenizer(shape.tokenizer_vocab_size)
     synth_tokenizer.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
     ids = synth_tokenizer.added_token_ids(tokenizer)
@@ -275,6 +284,32 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
     (staging / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
 
 
+def _write_llama(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int) -> None:
+    """Every file of a llama-vocabulary checkpoint (synth_llama), into ``staging``."""
+    import mlx.core as mx
+    from mlx.utils import tree_unflatten
+    from mlx_lm.models import llama
+    from mlx_lm.utils import quantize_model, save_config, save_model
+
+    tokenizer = synth_llama.train_tokenizer(shape.tokenizer_vocab_size)
+    synth_llama.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
+    weights = synth_llama.make_weights(shape, seed)
+    config = synth_llama.model_config(shape, dtype)
+    model: nn.Module = llama.Model(llama.ModelArgs.from_dict(config))
+    if dtype == "bfloat16":
+        weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
+    model.update(tree_unflatten(list(weights.items())))
+    del weights
+    if quantize is not None:
+        model, config = quantize_model(model, config, group_size=64, bits=quantize)
+    config["mlxd_synthetic"] = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize,
+                                "shape": asdict(shape), "tokenizer_corpus": synth_llama.CORPUS.name}
+    save_model(staging, model, donate_model=True)
+    save_config(config, staging / "config.json")
+    generation = synth_llama.generation_config()
+    (staging / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
+
+
 class _UsageError(Exception):
     pass
 
@@ -307,7 +342,8 @@ def main(argv: list[str]) -> int:
         "synth-model",
         help="write a synthetic checkpoint",
         description="Write a synthetic MLX checkpoint (random Qwen3 weights, a BPE tokenizer trained on the Python "
-        "standard library, a Qwen3 chat template).",
+        "standard library, a Qwen3 chat template; tiny-llama: random llama weights, a SentencePiece-style BPE with "
+        "BOS <s> = 1, a ChatML template).",
     )
     synth_model.add_argument("out_dir", metavar="OUT_DIR", type=Path)
     synth_model.add_argument("--preset", choices=list(PRESETS) + list(synth_vlm.PRESETS), default="tiny")

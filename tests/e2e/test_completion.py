@@ -204,7 +204,15 @@ def endless_server(tiny_model: Any) -> Iterator[AppServer]:
         yield server
 
 
-def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> None:
+def _tokens_generated(client: httpx.Client, slot: dict[str, Any]) -> int:
+    """How many tokens the slot's last request wrote: its text under LLAMA_SERVER_SLOTS_DEBUG, tokenized again (an
+    idle slot's ``n_decoded`` is 0, as in b10621)."""
+    assert slot["next_token"][0]["n_decoded"] == 0
+    return len(client.post("/tokenize", json={"content": slot["generated"]}).json()["tokens"])
+
+
+def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMA_SERVER_SLOTS_DEBUG", "1")
     n_ctx = endless_server.state.model.worker.n_ctx_slot
     body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
     with httpx.Client(base_url=endless_server.base_url, timeout=30) as c:
@@ -224,7 +232,7 @@ def test_disconnect_cancels_and_frees_the_slot(endless_server: AppServer) -> Non
         slots = c.get("/slots").json()
         assert not any(slot["is_processing"] for slot in slots)
         # Cancelled, not run to the end of the context: the slot stopped long before filling it.
-        assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
+        assert 0 < _tokens_generated(c, slots[0]) < n_ctx // 2
         assert slots[0]["params"]["n_predict"] == -1
         assert c.post("/completion", json={"prompt": "Once", "n_predict": 2}).status_code == 200
 
@@ -267,7 +275,9 @@ def test_openai_completion_params_b10621_rejects(client: httpx.Client, body: dic
     assert response.status_code == 400 and response.json()["error"]["message"] == message
 
 
-def test_disconnect_during_a_whole_answer_cancels_it(endless_server: AppServer) -> None:
+def test_disconnect_during_a_whole_answer_cancels_it(endless_server: AppServer,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMA_SERVER_SLOTS_DEBUG", "1")
     n_ctx = endless_server.state.model.worker.n_ctx_slot
     body = json.dumps({"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True}).encode()
     host, port = endless_server.base_url.removeprefix("http://").split(":")
@@ -284,7 +294,7 @@ def test_disconnect_during_a_whole_answer_cancels_it(endless_server: AppServer) 
             time.sleep(0.05)
         slots = c.get("/slots").json()
         assert not slots[0]["is_processing"]
-        assert slots[0]["next_token"][0]["n_decoded"] < n_ctx // 2
+        assert _tokens_generated(c, slots[0]) < n_ctx // 2
 
 
 def test_generations_are_counted_on_metrics(client: httpx.Client, app_server: AppServer) -> None:

@@ -83,6 +83,7 @@ def test_load_on_demand_lru_eviction_and_refusals(start_server: Callable[..., Ru
         props = client.get("/props")
         assert key_set(props.json()) == key_set(capture("04_get_props_no_model").json())
         assert props.json()["role"] == "router" and props.json()["max_instances"] == 2
+        assert props.json()["build_info"].startswith("b10621-mlxd-")  # upstream test_router.py::test_router_props
 
         refusal(client.get("/props", params={"model": "alpha", "autoload": "false"}), 400, "model is not loaded")
         assert client.post("/models/load", json={"model": "alpha"}).json() == {"success": True}

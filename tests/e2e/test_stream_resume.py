@@ -62,7 +62,9 @@ def test_lost_connection_does_not_cancel_and_resume_completes(client: httpx.Clie
     assert info["total_bytes"] == len(received) + len(rest)
 
 
-def test_delete_stops_a_running_generation(client: httpx.Client, app_server: AppServer) -> None:
+def test_delete_stops_a_running_generation(client: httpx.Client, app_server: AppServer,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLAMA_SERVER_SLOTS_DEBUG", "1")  # the slot's text witnesses how far it ran
     body = {"prompt": "Once upon a time", "n_predict": -1, "ignore_eos": True, "stream": True}
     with app_server.client() as first:
         with first.stream("POST", "/completion", json=body, headers={"X-Conversation-Id": "c3"}) as response:
@@ -73,7 +75,9 @@ def test_delete_stops_a_running_generation(client: httpx.Client, app_server: App
         time.sleep(0.02)
     slot = client.get("/slots").json()[0]
     assert not slot["is_processing"]
-    assert slot["next_token"][0]["n_decoded"] < app_server.state.model.worker.n_ctx_slot // 2
+    assert slot["next_token"][0]["n_decoded"] == 0  # idle, as b10621 shows it
+    written = len(client.post("/tokenize", json={"content": slot["generated"]}).json()["tokens"])
+    assert 0 < written < app_server.state.model.worker.n_ctx_slot // 2
     assert client.get("/v1/stream", params={"conv_id": "c3"}).status_code == 404
 
 

@@ -139,3 +139,16 @@ def test_the_context_explained_is_the_context_served(start_server: Any, tiny_che
     server = start_server("--parallel", "1")
     with server.client() as client:
         assert client.get("/props").json()["default_generation_settings"]["n_ctx"] == ctx["value"]
+
+
+def test_an_idle_slot_shows_no_decoded_tokens(server: Any) -> None:
+    # upstream test_metrics.py::test_metrics_slots_idle_after_completion: the finished task's counters stay with it
+    with server.client() as client:
+        assert client.post("/completion", json={"prompt": "I believe", "n_predict": 8}).status_code == 200
+        slots = client.get("/slots").json()
+        assert any("next_token" in slot for slot in slots)  # the slot that ran it shows its last task
+        for slot in slots:
+            assert slot["is_processing"] is False
+            if "next_token" in slot:
+                assert slot["next_token"][0]["n_remain"] == -1
+                assert slot["next_token"][0]["n_decoded"] == 0

@@ -6,9 +6,10 @@
    fetched once through pip's registry into .cache/upstream/ and checked against its sha256; ``--suite DIR`` (or
    ``$UPSTREAM_SUITE``) names an unpacked ``tools/server/tests`` instead.
 2. Its Python requirements install into a venv of their own, .cache/upstream/venv.
-3. Each preset's model is a synthetic checkpoint made by mlxd's own maker (chat / infill: the ``tiny`` preset, which
-   has Qwen's FIM tokens; embed: the same weights with a sentence-transformers mean-pooling module; rerank: the same
-   weights named as a Qwen3 reranker, whose yes/no output rows are its rank head).
+3. Each preset's model is a synthetic checkpoint made by mlxd's own maker (chat: the ``tiny-llama`` preset, a llama
+   vocabulary as the suite's stories260K presets have; infill: the Qwen3-shaped ``tiny`` preset, which has Qwen's FIM
+   tokens; embed: those weights with a sentence-transformers mean-pooling module; rerank: those weights named as a
+   Qwen3 reranker, whose yes/no output rows are its rank head).
 4. tests/upstream/shim.py stands in for the llama-server binary (``$LLAMA_SERVER_BIN_PATH``).
 5. The outcome of each test goes to .cache/upstream/results-TARGET.txt, and the counts are printed beside
    llama-server's: its own run's (``--target llama`` with ``$LLAMA_SERVER``, on ../shared/fixtures/tiny-llama.gguf)
@@ -123,21 +124,30 @@ def unpack_suite(tarball: Path) -> Path:
     return tests
 
 
+# The maker's preset behind each model directory: chat presets get a llama vocabulary (what the suite's stories260K
+# presets are, and what llama-server ran on), the other kinds the Qwen3-shaped tiny one (infill: its FIM tokens).
+MODEL_PRESETS = {"chat": "tiny-llama", "qwen": "tiny"}
+
+
 def make_models(python: Path) -> Path:
     """The checkpoints the shim maps the presets to, made once by ``mlxd dev synth-model``."""
     models = CACHE / "models"
-    chat = models / "chat"
-    if not (chat / "config.json").is_file():
+    recipe = json.dumps(MODEL_PRESETS, sort_keys=True)
+    stamp = models / ".presets"
+    if not stamp.is_file() or stamp.read_text() != recipe:
         log("making the synthetic checkpoints")
         shutil.rmtree(models, ignore_errors=True)
         models.mkdir(parents=True)
-        run([str(python.with_name("mlxd")), "dev", "synth-model", str(chat), "--preset", "tiny"])
+        for name, preset in MODEL_PRESETS.items():
+            run([str(python.with_name("mlxd")), "dev", "synth-model", str(models / name), "--preset", preset])
+        stamp.write_text(recipe)
+    qwen = models / "qwen"
     for name in ("infill", "embed", "qwen3-reranker"):
         kind = models / name
         if kind.exists():
             continue
         kind.mkdir()
-        for item in chat.iterdir():
+        for item in qwen.iterdir():
             (kind / item.name).symlink_to(item)
         if name == "embed":
             (kind / "modules.json").write_text(json.dumps([

@@ -5,7 +5,8 @@ upstream's CI). Nothing is downloaded here: each preset's repository is mapped t
 kind, and every other argument goes through unchanged, so the server under test sees the suite's own options.
 
     UPSTREAM_TARGET=mlxd   exec ``mlxd-server`` (beside this interpreter) on the synthetic checkpoints in
-                           ``$UPSTREAM_MODELS/{chat,embed,qwen3-reranker,infill}`` (made by tests/upstream/run.py)
+                           ``$UPSTREAM_MODELS/{chat,embed,qwen3-reranker,infill}`` (made by tests/upstream/run.py;
+                           chat is llama-vocabulary, the others Qwen3-shaped)
     UPSTREAM_TARGET=llama  exec ``$LLAMA_SERVER`` on ``$UPSTREAM_GGUF`` for every preset (the reference figure)
     UPSTREAM_CHAT_MODEL    (mlxd) serve the chat presets from this checkpoint instead
 
@@ -19,7 +20,9 @@ import sys
 from pathlib import Path
 
 # Preset repositories (utils.py's ServerPreset and the tests' own) by the kind of model they need; anything else is
-# a chat model. The vision preset (tinygemma3) gets the chat model too: image input is issue #12's.
+# a chat model: the llama-vocabulary checkpoint, as the stories260K presets most tests use are llama models and
+# llama-server's reference run serves a llama GGUF for every preset. The vision preset (tinygemma3) gets the chat
+# model too: image input is issue #12's.
 KINDS: tuple[tuple[str, str], ...] = (
     ("bert-bge-small", "embed"),
     ("jina-reranker", "qwen3-reranker"),  # the directory's name is the hint that marks a Qwen3 reranker

@@ -7,7 +7,6 @@ from typing import Any
 
 from sanic import Blueprint, Request
 
-from mlxd import __version__
 from mlxd.api import constraints, media_parts, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.body import json_object
@@ -17,6 +16,7 @@ from mlxd.api.prompts import detokenize, tokenize_prompts
 from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
 from mlxd.api.render.native import native_final, native_partial, native_progress, progress_json
+from mlxd.api.routes.props import build_name
 from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
 
@@ -24,9 +24,8 @@ bp = Blueprint("completion")
 
 
 def fingerprint(request: Request) -> str:
-    """``system_fingerprint``: b10621 puts its build there (``b10621-c1d0e7a0``); mlxd puts its own version."""
-    info = serving(request).build_info
-    return str(info.get("fingerprint") or f"mlxd-{__version__}")
+    """``system_fingerprint``: b10621 puts its build there (``b10621-c1d0e7a0``); mlxd its build name, the same."""
+    return build_name(serving(request).build_info)
 
 
 async def _native_final(job: gen.Job, p: planning.Plan, model: Any, settings: dict[str, Any]) -> dict[str, Any]:

@@ -69,9 +69,19 @@ async def get_props(request: Request) -> HTTPResponse:
     return json_response(props_body(serving(request), served_model(request)))
 
 
+# The llama-server build whose command line and HTTP surface mlxd serves.
+UPSTREAM_BUILD = 10621
+
+
+def build_name(info: dict[str, Any]) -> str:
+    """b10621's ``b<build>-<commit>`` shape (``b10621-c1d0e7a0``), which clients parse for the build number: the
+    build mlxd is compatible with, then mlxd's own version where llama.cpp puts its commit."""
+    return str(info.get("fingerprint") or f"b{UPSTREAM_BUILD}-mlxd-{__version__}")
+
+
 def build_info(state: ServingState) -> str:
-    """b10621 puts its build here (``b10621-c1d0e7a0``); mlxd its version and the BLAS mlx's CPU backend uses."""
-    text = str(state.build_info.get("fingerprint") or f"mlxd-{__version__}")
+    """``build_info``: :func:`build_name`, and the BLAS mlx's CPU backend uses."""
+    text = build_name(state.build_info)
     blas = state.build_info.get("cpu_blas")
     return f"{text} (cpu-blas: {blas})" if blas else text
 

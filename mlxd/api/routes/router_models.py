@@ -14,12 +14,12 @@ from typing import Any, AsyncIterator
 from sanic import Blueprint, HTTPResponse, Request
 from sanic.exceptions import NotFound
 
-from mlxd import __version__
 from mlxd.api import sse
 from mlxd.api.body import json_object
 from mlxd.api.context import serving
 from mlxd.api.errors import json_response, not_found
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
+from mlxd.api.routes.props import build_info
 from mlxd.api.state import RouterPool, ServingOwner, ServingState
 from mlxd.config import ModelResolved, OptionSpec, is_default, table
 from mlxd.config.change import ChangeResult
@@ -166,7 +166,7 @@ def router_props(state: ServingState) -> HTTPResponse:
         "role": "router", "max_instances": pool.models_max, "models_autoload": pool.autoload,
         "model_alias": "llama-server", "model_path": "none",
         "default_generation_settings": {"params": None, "n_ctx": 0}, "ui_settings": {},
-        "build_info": str(state.build_info.get("fingerprint") or f"mlxd-{__version__}"),
+        "build_info": build_info(state),
         "cors_proxy_enabled": False,
     })
 

@@ -114,7 +114,6 @@ REFUSED_UNLESS_DEFAULT = [
     (["--agent"], "agent", "true", "agent mode", "leave it disabled"),
     (["--swa-full"], "swa-full", "true", "sliding-window", "leave it unset"),
     (["-ctxcp", "4"], "swa-checkpoints", "4", "context checkpoints are not yet", "or 0"),
-    (["--no-cache-idle-slots"], "cache-idle-slots", "false", "prompt cache", "--cache-ram 0"),
     (["--perf"], "perf", "true", "performance counters", "`timings`"),
     (["--yarn-ext-factor", "0.5"], "yarn-ext-factor", "0.5", "YaRN", "1.0"),
     (["--yarn-attn-factor", "2"], "yarn-attn-factor", "2.0", "YaRN", "1.0"),
@@ -134,7 +133,7 @@ def test_refused_unless_default_names_value_reason_and_alternative(resolve_in, a
 
 
 ACCEPTED_DEFAULTS = [["--jinja"], ["--no-agent"], ["-ctxcp", "0"], ["-cms", "64"],
-                     ["--cache-idle-slots"], ["--no-perf"], ["--yarn-ext-factor", "-1"], ["--yarn-attn-factor", "1"]]
+                     ["--cache-idle-slots"], ["--no-cache-idle-slots"], ["--no-perf"], ["--yarn-ext-factor", "-1"], ["--yarn-attn-factor", "1"]]
 
 
 @pytest.mark.parametrize("argv", ACCEPTED_DEFAULTS, ids=[" ".join(a) for a in ACCEPTED_DEFAULTS])
