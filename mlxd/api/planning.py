@@ -117,6 +117,7 @@ class Plan:
     constraint: Any = None  # the same, compiled, for the worker
     reasoning: Any = None  # an engine.types.ReasoningSpec (mlxd.api.reasoning), None for no budget
     eog_ids: tuple[int, ...] = ()  # the model's end-of-generation ids, which ignore_eos bans
+    speculative_types: str = "none"  # the model's --spec-type in use, b10621's comma-joined names
 
     @property
     def n_probs(self) -> int:
@@ -134,7 +135,8 @@ def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, promp
     opts = read_native_options(body, server_defaults(state))
     return Plan(opts=opts, sampling=read_sampling(body, model), stop=read_stop(body, state), prompts=prompts,
                 cache_namespace=cache_namespace, reasoning=native_spec(opts.reasoning),
-                eog_ids=tuple(sorted(int(t) for t in model.loaded.eos_token_ids)))
+                eog_ids=tuple(sorted(int(t) for t in model.loaded.eos_token_ids)),
+                speculative_types=(model.worker.speculative_info() or {"type": "none"})["type"])
 
 
 def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning_format: str = "deepseek",
@@ -173,7 +175,7 @@ def generation_settings(p: Plan, *, chat_format: str = "Content-only", reasoning
         "reasoning_in_content": False,
         "generation_prompt": generation_prompt,
         "samplers": sampling.get("samplers", []),
-        "speculative.types": "none",
+        "speculative.types": p.speculative_types,
         "timings_per_token": p.opts.timings_per_token,
         "post_sampling_probs": p.post_sampling,
         "backend_sampling": bool(getattr(sp, "backend_sampling", False)),

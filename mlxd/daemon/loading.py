@@ -25,10 +25,10 @@ def _draft_model(cfg: Any) -> Any:
     types = [t for t in (cfg.spec_type or []) if t != "none"]
     wanted = cfg.model_draft or cfg.hf_repo_draft
     if not wanted:
-        if types:
+        if "draft-simple" in types:
             raise EngineError("--spec-type draft-simple needs a draft model: give -md DIR or --spec-draft-hf ORG/NAME")
         return None
-    if cfg.spec_type and not types:  # --spec-type none given explicitly
+    if cfg.spec_type and "draft-simple" not in types:  # none, or only draft-free types, given explicitly
         return None
     path = resolve_model_source(cfg.model_draft, cfg.hf_repo_draft, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)

@@ -45,6 +45,7 @@ class Decoding:
     _accept: Callable[..., bool]
     _retire: Callable[[list[int]], None]
     draft: Any
+    ngram: Any
     _speculate: Callable[[], bool]
 
     def _decode(self) -> None:
@@ -52,7 +53,7 @@ class Decoding:
         if self.settings.context_shift:
             for slot in [s for s in batch.slots if s.seq is not None and s.seq.n_past + 1 >= s.n_ctx]:
                 self._shift(slot)
-        if self.draft is not None and self._speculate():
+        if (self.draft is not None or self.ngram is not None) and self._speculate():
             return
         pipelined = all(s.seq.plain_greedy for s in batch.slots if s.seq is not None)
         if not pipelined and any(batch.awaiting):

@@ -31,6 +31,7 @@ from mlxd.engine.decode import Decoding
 from mlxd.engine import idle_slots, kv_types
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
+from mlxd.engine.ngram_draft import NgramConfig
 from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
@@ -101,16 +102,21 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self.spec_stats = SpecStats()
         self._draft_rows = DraftRows()
         self._spec_k, self._spec_idle = settings.spec_draft_n_max, 0
-        if draft is not None:
+        # --spec-type ngram-simple: proposals from each sequence's own history, no draft model.
+        self.ngram = NgramConfig(settings.spec_ngram_simple_size_n, settings.spec_ngram_simple_size_m) \
+            if "ngram-simple" in settings.spec_type else None
+        if draft is not None or self.ngram is not None:
             for which, m in (("the model", model), ("the draft model", draft)):
-                if not all(kv_types.is_single(c) for c in kv_types.make_cache(m, kv_types.CHECKPOINT)):
+                if m is not None and not all(kv_types.is_single(c)
+                                             for c in kv_types.make_cache(m, kv_types.CHECKPOINT)):
                     raise EngineError(f"speculative decoding with {which}'s sliding-window or recurrent layers is "
                                       "not yet implemented by mlxd (their caches cannot drop refused proposals)")
-            self.draft_kv = kv_types.fit(self.draft_kv, draft)
+            if draft is not None:
+                self.draft_kv = kv_types.fit(self.draft_kv, draft)
             for slot in self.slots.slots:
                 slot.speculative = True
             if settings.context_shift:
-                raise EngineError("--context-shift with a draft model is not yet implemented by mlxd; use "
+                raise EngineError("--context-shift with speculative decoding is not yet implemented by mlxd; use "
                                   "--no-context-shift")
         if settings.context_shift and self.kv_type.bits is not None:
             raise EngineError(f"--context-shift with a {self.kv_type.name} KV cache is not yet implemented by mlxd "

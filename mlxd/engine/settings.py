@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from mlxd.config import table
 
@@ -57,6 +57,9 @@ class WorkerSettings(BaseModel):
     spec_draft_n_max: int = _default("spec-draft-n-max")  # most tokens the draft proposes per step
     spec_draft_n_min: int = _default("spec-draft-n-min")  # fewest: the adaptive draft length stays at or above it
     draft_p_min: float = _default("draft-p-min")  # a row stops proposing at a draft token less probable (0 = never)
+    spec_type: list[str] = Field(default_factory=list)  # --spec-type: ngram-simple and/or draft-simple
+    spec_ngram_simple_size_n: int = _default("spec-ngram-simple-size-n")  # tokens looked up in the history
+    spec_ngram_simple_size_m: int = _default("spec-ngram-simple-size-m")  # most tokens proposed after a match
     # Not an option: requests that may wait for a slot before new ones are refused.
     queue_max: int = 256
 

@@ -27,10 +27,11 @@ from typing import Any, Callable
 import mlx.core as mx
 import numpy as np
 
-from mlxd.engine import kv_types
+from mlxd.engine import kv_types, ngram_draft
 from mlxd.engine import readback
 from mlxd.engine import speculative_sampling as rs
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.ngram_draft import NgramConfig
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.slots import Slot
 
@@ -76,6 +77,7 @@ class Speculating:
     model: Callable[..., mx.array]
     batch: DecodeBatch
     draft: Any  # the draft nn.Module, or None
+    ngram: NgramConfig | None  # --spec-type ngram-simple
     draft_kv: kv_types.KvType
     spec: SpecConfig
     spec_stats: SpecStats
@@ -92,9 +94,14 @@ class Speculating:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""
         batch = self.batch
         seqs = [s.seq for s in batch.slots]
-        if self.spec.n_max == 0 or not all(q is not None and (q.plain_greedy or rs.eligible(q)) for q in seqs):
+        if not all(q is not None and (q.plain_greedy or rs.eligible(q)) for q in seqs):
             return False
         sampled = [i for i, q in enumerate(seqs) if q is not None and not q.plain_greedy]
+        # As b10621, the n-gram lookup goes first; a row it finds nothing for may still use the draft model.
+        if self.ngram is not None and self._ngram_step(sampled):
+            return True
+        if self.draft is None or self.spec.n_max == 0:
+            return False
         if self._spec_k == 0:
             self._spec_idle += 1
             if self._spec_idle < PROBE_EVERY:
@@ -128,21 +135,87 @@ class Speculating:
                 seq = batch.slots[i].seq
                 assert seq is not None
                 chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], k, _rng(seq))
+        offered = [k] * len(batch)
+        if p_host is not None:  # --spec-draft-p-min: a greedy row stops proposing at its first unsure token
+            for i in range(len(batch)):
+                if i not in chosen:
+                    offered[i] = next((j for j in range(k) if p_host[i][j] < self.spec.p_min), k)
+        keep, done, accepted = self._emit(k, offered, chosen, d_host, t_host)
+        draft_rows = self._draft_rows
+        kept_d = [min(u, k - 1) for u in keep]
+        _roll_back(draft_rows.cache, [(k - 1) - u for u in kept_d], False)
+        draft_rows.lens = [n + 1 + u for n, u in zip(draft_rows.lens, kept_d)]
+        self._adapt(accepted, sum(offered))
+        if done:
+            self._retire(done)
+        return True
+
+    def _ngram_step(self, sampled: list[int]) -> bool:
+        """Verify every row's n-gram proposals in one forward pass (``--spec-type ngram-simple``); False when no
+        row has any. A row without proposals offers none: its pass still emits the one token a plain step would."""
+        batch, cfg = self.batch, self.ngram
+        assert cfg is not None
+        if any(batch.awaiting):  # the lookup needs each row's last token on the host
+            # Reading it back stops the pipelined greedy step, so that is done only where the history up to the
+            # token before repeats itself: elsewhere a repeat found one step later costs one plain step.
+            if not any(ngram_draft.propose(_live(s).all_tokens[:-1], _live(s).all_tokens[-1], cfg, 1)
+                       for s in batch.slots):
+                return False
+            self._settle()
+            if not len(batch):
+                return True
+        proposals = []
+        for slot in batch.slots:
+            seq = _live(slot)
+            tokens = seq.all_tokens  # the cached tokens, then the pending one
+            # b10621's room for a draft: the context less two, and one fewer than the tokens still to generate.
+            room = slot.n_ctx - seq.n_past - 2
+            if seq.n_remain > 0:
+                room = min(room, seq.n_remain - 1)
+            proposals.append(ngram_draft.propose(tokens[:-1], tokens[-1], cfg, room))
+        k = max(len(p) for p in proposals)
+        if k == 0:
+            return False
+        self._steps += 1
+        pending = batch.tokens
+        assert pending is not None
+        drafts = [p + [0] * (k - len(p)) for p in proposals]
+        verify = mx.concatenate([pending[:, None].astype(mx.uint32), mx.array(drafts, dtype=mx.uint32)], axis=1)
+        logits = self.model(verify, cache=batch.cache)
+        rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
+        bias = self._bias_for([s.seq for s in batch.slots], logits.shape[-1])
+        if bias is not None:
+            logits = logits.astype(mx.float32) + bias[:, None, :]
+        targets = mx.argmax(logits, axis=-1)
+        mx.eval([targets] + ([rows] if rows is not None else []))
+        chosen: dict[int, tuple[list[int], int]] = {}
+        if rows is not None:
+            host = np.array(rows, copy=False)
+            for r, i in enumerate(sampled):
+                seq = _live(batch.slots[i])
+                chosen[i] = rs.verify_fixed(seq.sampler, host[r], proposals[i], _rng(seq))
+        _, done, _ = self._emit(k, [len(p) for p in proposals], chosen, drafts, readback.int_rows(targets))
+        if done:
+            self._retire(done)
+        return True
+
+    def _emit(self, k: int, offered: list[int], chosen: dict[int, tuple[list[int], int]], d_host: list[list[int]],
+              t_host: list[list[int]]) -> tuple[list[int], list[int], int]:
+        """Emit each row's verified tokens and drop what the target's cache holds beyond them: a greedy row keeps
+        its leading proposals (of the first ``offered``) that equal the target's argmax, a sampling row what
+        ``chosen`` says. (proposals kept per row, rows that finished, proposals accepted)."""
+        batch = self.batch
         done: list[int] = []
         keep: list[int] = []  # proposals each row keeps in the target's cache
         last: list[int] = []  # each row's next input: the last token it emitted
-        drafted = accepted = 0
+        accepted = 0
         for i, slot in enumerate(batch.slots):
-            seq = slot.seq
-            assert seq is not None
-            offered = k
+            seq = _live(slot)
             if i in chosen:
                 tokens, agreed = chosen[i]
             else:
-                if p_host is not None:  # --spec-draft-p-min: a row stops proposing at its first unsure token
-                    offered = next((j for j in range(k) if p_host[i][j] < self.spec.p_min), k)
                 agreed = 0
-                while agreed < offered and d_host[i][agreed] == t_host[i][agreed]:
+                while agreed < offered[i] and d_host[i][agreed] == t_host[i][agreed]:
                     agreed += 1
                 tokens = t_host[i][: agreed + 1]
             used = agreed
@@ -152,27 +225,19 @@ class Speculating:
                     done.append(i)
                     break
             seq.n_past += used + 1
-            seq.n_drafted += offered
+            seq.n_drafted += offered[i]
             seq.n_draft_steps += 1
             seq.n_draft_accepted += min(agreed, used)
-            drafted += offered
             accepted += min(agreed, used)
             keep.append(used)
             last.append(tokens[used])
         _roll_back(batch.cache, [k - u for u in keep], batch.solo)
-        draft_rows = self._draft_rows
-        kept_d = [min(u, k - 1) for u in keep]
-        _roll_back(draft_rows.cache, [(k - 1) - u for u in kept_d], False)
-        draft_rows.lens = [n + 1 + u for n, u in zip(draft_rows.lens, kept_d)]
         batch.tokens = mx.array(last, dtype=mx.uint32)
         batch.awaiting = [False] * len(batch)
-        self.spec_stats.drafted += drafted
+        self.spec_stats.drafted += sum(offered)
         self.spec_stats.accepted += accepted
         self.spec_stats.steps += 1
-        self._adapt(accepted, drafted)
-        if done:
-            self._retire(done)
-        return True
+        return keep, done, accepted
 
     def _adapt(self, accepted: int, drafted: int) -> None:
         """Grow k while the batch accepts every proposal, shrink it while it accepts fewer than half."""

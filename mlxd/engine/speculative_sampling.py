@@ -88,3 +88,23 @@ def verify(sampler: Any, target: np.ndarray, drafts: list[int], qs: list[np.ndar
         return out, j
     out.append(draw(distribution(fork_, target[offered]), rng))
     return out, offered
+
+
+def verify_fixed(sampler: Any, target: np.ndarray, drafts: list[int], rng: np.random.Generator
+                 ) -> tuple[list[int], int]:
+    """``verify`` for proposals that were not drawn (an n-gram lookup's: ``q`` is 1 on the proposal): each is kept
+    with probability ``p(d)``, the first one refused is replaced by a draw from ``p`` without ``d``."""
+    fork_ = fork(sampler)
+    out: list[int] = []
+    for j, d in enumerate(drafts):
+        p = distribution(fork_, target[j])
+        if rng.random() < p[d]:
+            out.append(d)
+            fork_.accept(d)
+            continue
+        p[d] = 0.0
+        total = p.sum()
+        out.append(draw(p / total if total > 0 else distribution(fork_, target[j]), rng))
+        return out, j
+    out.append(draw(distribution(fork_, target[len(drafts)]), rng))
+    return out, len(drafts)

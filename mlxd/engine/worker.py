@@ -125,13 +125,22 @@ class ModelWorker(SlotActions):
         return self._thread is not None and self._accepting
 
     def speculative_info(self) -> dict[str, Any] | None:
-        """The draft model and the drafted and accepted totals (None without a draft), for ``/props``."""
-        if self.draft is None:
+        """The speculative types in use, the draft model and the drafted and accepted totals (None without
+        speculative decoding), for ``/props``."""
+        ngram = self.scheduler.ngram
+        if self.draft is None and ngram is None:
             return None
         stats = self.scheduler.spec_stats
-        return {"type": "draft-simple", "draft_model": str(self.draft.path), "n_max": self.settings.spec_draft_n_max,
-                "n_min": self.settings.spec_draft_n_min, "p_min": self.settings.draft_p_min,
-                "n_drafted": stats.drafted, "n_accepted": stats.accepted, "n_steps": stats.steps}
+        # In the order given, as b10621 joins them; a draft model without --spec-type is draft-simple.
+        types = [t for t in self.settings.spec_type if t in ("ngram-simple", "draft-simple")] or ["draft-simple"]
+        info: dict[str, Any] = {"type": ",".join(types), "n_drafted": stats.drafted, "n_accepted": stats.accepted,
+                                "n_steps": stats.steps}
+        if self.draft is not None:
+            info.update(draft_model=str(self.draft.path), n_max=self.settings.spec_draft_n_max,
+                        n_min=self.settings.spec_draft_n_min, p_min=self.settings.draft_p_min)
+        if ngram is not None:
+            info.update(ngram_size_n=ngram.size_n, ngram_size_m=ngram.size_m)
+        return info
 
     def kv_cache_info(self) -> dict[str, Any]:
         """The KV cache type and its memory per token and per slot (for ``/props``)."""

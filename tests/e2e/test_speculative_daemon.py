@@ -32,6 +32,27 @@ def test_a_draft_model_serves_and_reports_drafted_and_accepted_tokens(
         assert f"llamacpp:spec_decode_num_accepted_tokens_total {body['timings']['draft_n_accepted']}\n" in metrics
 
 
+def test_ngram_simple_serves_without_a_draft_model(start_server: Callable[..., RunningServer],
+                                                   tiny_checkpoint: Path) -> None:
+    """``--spec-type ngram-simple``: proposals from the request's own history, verified by the model itself. A
+    logit bias makes the greedy text one token repeated, whose history the one-token lookup always matches."""
+    running = start_server("-m", str(tiny_checkpoint), "-c", "2048", "--spec-type", "ngram-simple",
+                           "--spec-ngram-simple-size-n", "1", "--spec-ngram-simple-size-m", "8", "--metrics")
+    with running.client() as client:
+        body = client.post("/completion", json={"prompt": "one two three four " * 4, "n_predict": 32,
+                                                "temperature": 0, "logit_bias": [[300, 100.0]],
+                                                "return_tokens": True}).json()
+        assert body["tokens"] == [300] * 32
+        assert body["generation_settings"]["speculative.types"] == "ngram-simple"
+        assert body["timings"]["draft_n"] >= body["timings"]["draft_n_accepted"] > 0
+        props = client.get("/props").json()
+        assert props["default_generation_settings"]["params"]["speculative.types"] == "ngram-simple"
+        assert props["speculative"]["ngram_size_n"] == 1 and "draft_model" not in props["speculative"]
+        assert all(slot["speculative"] for slot in client.get("/slots").json())
+        metrics = client.get("/metrics").text
+        assert f"llamacpp:spec_decode_num_accepted_tokens_total {body['timings']['draft_n_accepted']}\n" in metrics
+
+
 def test_spec_types_mlxd_lacks_are_refused_before_loading(start_server: Callable[..., RunningServer]) -> None:
-    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple"):
-        start_server("--spec-type", "ngram-simple")
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .* and ngram-simple"):
+        start_server("--spec-type", "ngram-map-k")

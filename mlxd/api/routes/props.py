@@ -54,7 +54,7 @@ def default_params(state: ServingState, model: ServedModel) -> dict[str, Any]:
             "reasoning_in_content": False,
             "generation_prompt": "",
             "samplers": list(getattr(sp, "samplers", ())),
-            "speculative.types": "draft-simple" if model.worker.speculative_info() else "none",
+            "speculative.types": (model.worker.speculative_info() or {"type": "none"})["type"],
             "timings_per_token": False,
             "post_sampling_probs": bool(getattr(sp, "post_sampling_probs", False)),
             "backend_sampling": False,
