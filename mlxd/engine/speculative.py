@@ -117,13 +117,7 @@ class Speculating:
         pending = batch.tokens
         assert pending is not None and self._draft_rows.cache is not None
         drafts, probs, qs = self._draft(pending, k, sampled)
-        verify = mx.concatenate([pending[:, None].astype(mx.uint32), drafts], axis=1)
-        logits = self.model(verify, cache=batch.cache)
-        rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
-        bias = self._bias_for([s.seq for s in batch.slots], logits.shape[-1])
-        if bias is not None:
-            logits = logits.astype(mx.float32) + bias[:, None, :]
-        targets = mx.argmax(logits, axis=-1)
+        targets, rows = self._verify(pending, drafts, sampled)
         outs: list[Any] = [drafts, targets] + ([probs] if probs is not None else []) + ([rows] if sampled else [])
         mx.eval(outs)
         d_host, t_host = readback.int_rows(drafts), readback.int_rows(targets)
@@ -180,13 +174,7 @@ class Speculating:
         pending = batch.tokens
         assert pending is not None
         drafts = [p + [0] * (k - len(p)) for p in proposals]
-        verify = mx.concatenate([pending[:, None].astype(mx.uint32), mx.array(drafts, dtype=mx.uint32)], axis=1)
-        logits = self.model(verify, cache=batch.cache)
-        rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
-        bias = self._bias_for([s.seq for s in batch.slots], logits.shape[-1])
-        if bias is not None:
-            logits = logits.astype(mx.float32) + bias[:, None, :]
-        targets = mx.argmax(logits, axis=-1)
+        targets, rows = self._verify(pending, mx.array(drafts, dtype=mx.uint32), sampled)
         mx.eval([targets] + ([rows] if rows is not None else []))
         chosen: dict[int, tuple[list[int], int]] = {}
         if rows is not None:
@@ -198,6 +186,17 @@ class Speculating:
         if done:
             self._retire(done)
         return True
+
+    def _verify(self, pending: mx.array, drafts: mx.array, sampled: list[int]) -> tuple[mx.array, mx.array | None]:
+        """The target's pass over each row's pending token and its proposals [B, k + 1]: its argmax per position
+        (with the rows' bias), and the sampling rows' float32 logits (None when no row samples)."""
+        verify = mx.concatenate([pending[:, None].astype(mx.uint32), drafts], axis=1)
+        logits = self.model(verify, cache=self.batch.cache)
+        rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
+        bias = self._bias_for([s.seq for s in self.batch.slots], logits.shape[-1])
+        if bias is not None:
+            logits = logits.astype(mx.float32) + bias[:, None, :]
+        return mx.argmax(logits, axis=-1), rows
 
     def _emit(self, k: int, offered: list[int], chosen: dict[int, tuple[list[int], int]], d_host: list[list[int]],
               t_host: list[list[int]]) -> tuple[list[int], list[int], int]:
