@@ -143,6 +143,8 @@ class Daemon:
 
     async def _open_public(self) -> Any:
         """Bind the public listener and start serving on it; routes answer 503 until a model is in service."""
+        # First: importing the api imports mlx_lm, which must happen with its own setrlimit disabled (listen.py).
+        open_files = raise_open_files_limit()
         from mlxd.api import gcp
         from mlxd.api.app import api_prefix, create_app
         from mlxd.api.state import ServingState
@@ -150,7 +152,6 @@ class Daemon:
 
         cfg = self.resolved.config
         tls = tls_context(cfg.ssl_cert_file, cfg.ssl_key_file)
-        open_files = raise_open_files_limit()
         vertex = gcp.VertexSettings.from_env(self.env)
         port = cfg.port
         if vertex.enabled and port != vertex.port:  # b10621: Vertex AI names the port the container listens on

@@ -17,6 +17,42 @@ import pytest
 from tests.e2e.conftest import RunningServer, launch
 
 
+@contextlib.contextmanager
+def under_a_low_hard_limit(checkpoint: Path, log_path: Path, *extra: str) -> Iterator[RunningServer]:
+    """A daemon started under a hard descriptor limit of 1024 (a container's), listening and with its model."""
+    import subprocess
+
+    from tests.e2e.conftest import BIN, LISTENING
+    from tests.e2e.admin_harness import wait_for
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen([str(BIN / "mlxd-server"), "-m", str(checkpoint), "--host", "127.0.0.1",
+                                    "--port", "0", "--admin-listen", "off", *extra], stdout=log_file,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=low_limit)
+    running = RunningServer(process, log_path)
+    try:
+        match = wait_for(lambda: LISTENING.search(running.log()) or process.poll() is not None, 120,
+                         "the daemon to listen")
+        assert process.poll() is None, running.log()[-2000:]
+        running.base_url = match.group(1)
+        wait_for(lambda: "loaded in" in running.log(), 120, "the model")
+        yield running
+    finally:
+        running.stop()
+
+
+def test_a_daemon_under_a_low_hard_limit_serves(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """mlx_lm's import-time setrlimit (2048, 4096) would fail under a hard limit of 1024: the daemon keeps the limit
+    it was given and serves, however early some module imports mlx_lm."""
+    with under_a_low_hard_limit(tiny_checkpoint, tmp_path / "mlxd.log") as running:
+        assert "open files limit 1024" in running.log()
+        with running.client() as client:
+            assert client.post("/completion", json={"prompt": "Hi", "n_predict": 2}).status_code == 200
+
+
 def address(running: RunningServer) -> tuple[str, int]:
     host, port = running.base_url.removeprefix("http://").rsplit(":", 1)
     return host, int(port)

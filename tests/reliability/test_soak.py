@@ -155,27 +155,10 @@ def test_health_and_memory_around_a_ten_megabyte_prompt(measured: RunningServer)
 def test_a_flood_past_the_descriptor_limit_is_refused_cleanly(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """The issue's own case: a daemon whose descriptor limit it cannot raise (1024 hard) and 2,000 half-open
     connections. The cap keeps accept() from failing for want of a descriptor; requests are still answered."""
-    import resource
-    import subprocess
+    from tests.reliability.test_connections import open_files, under_a_low_hard_limit
 
-    from tests.e2e.conftest import BIN, LISTENING
-    from tests.reliability.test_connections import open_files
-
-    log_path = tmp_path / "mlxd.log"
-
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen([str(BIN / "mlxd-server"), "-m", str(tiny_checkpoint), "--host", "127.0.0.1",
-                                    "--port", "0", "--timeout-idle", "120", "--timeout-header", "120",
-                                    "--admin-listen", "off"], stdout=log_file, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, preexec_fn=low_limit)
-    running = RunningServer(process, log_path)
-    try:
-        match = wait_for(lambda: LISTENING.search(running.log()), 120, "the daemon to listen")
-        running.base_url = match.group(1)
-        wait_for(lambda: "loaded in" in running.log(), 120, "the model")
+    with under_a_low_hard_limit(tiny_checkpoint, tmp_path / "mlxd.log", "--timeout-idle", "120",
+                                "--timeout-header", "120") as running:
         assert "open files limit 1024" in running.log()
         with open_files(2600):
             held = []
@@ -194,5 +177,3 @@ def test_a_flood_past_the_descriptor_limit_is_refused_cleanly(tiny_checkpoint: P
         text = running.log()
         assert "Too many open files" not in text and len(text.encode()) < 1_000_000
         print(f"\nflood past a 1024 descriptor limit: 2,000 connections, requests answered, log {len(text)} bytes")
-    finally:
-        running.stop()
