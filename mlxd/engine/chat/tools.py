@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlxd.engine.chat.call_deltas import CallDeltas
-from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools, detect_tool_format
+from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools
+from mlxd.engine.chat.tool_detect import detect_tool_format
 from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
 from mlxd.engine.chat.tool_types import ToolCall, ToolCallDelta, new_tool_call_id
 
@@ -139,7 +140,8 @@ class ToolCallStream:
                     self._held = text
                     self._searched = len(text)
                     if self._stream_arguments:
-                        calls += self._calls.view(fmt.view(text[len(fmt.start):], self._tools))
+                        body = text[len(fmt.start):]
+                        calls += self._calls.view(fmt.view(body, self._tools), fmt.ids(body) if fmt.ids else ())
                 break
             body_end, region_end = ends
             body = text[len(fmt.start):body_end]
@@ -151,7 +153,7 @@ class ToolCallStream:
                 self._calls.abandon()
                 self._state = self._TEXT
             else:
-                calls += self._calls.close(parsed)
+                calls += self._calls.close(parsed, fmt.ids(body) if fmt.ids else ())
                 self._state = self._AFTER_CALL
             self._gap = ""
             self._searched = 0
