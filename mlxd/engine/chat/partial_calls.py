@@ -45,7 +45,10 @@ def object_call(text: str, pos: int, name_key: str, argument_keys: tuple[str, ..
     start = stop = None
     for key, value_start, value_stop in members(text, pos):
         if key == name_key and value_stop is not None:
-            name = json.loads(text[value_start:value_stop])
+            try:
+                name = json.loads(text[value_start:value_stop])
+            except ValueError:
+                return None
         elif key in argument_keys:
             start, stop = value_start, value_stop
     if not isinstance(name, str) or not name:

@@ -97,8 +97,12 @@ def members(text: str, pos: int) -> Iterator[tuple[str, int, int | None]]:
         colon = None if end is None else _at(text, end, ":")
         if end is None or colon is None or (start := skip_ws(text, colon)) >= len(text):
             return
+        try:
+            key = json.loads(text[i:end])
+        except ValueError:  # a key that is not JSON text: nothing more of this object can be shown
+            return
         stop = value_end(text, start)
-        yield json.loads(text[i:end]), start, stop
+        yield key, start, stop
         i = _after(text, stop)
 
 

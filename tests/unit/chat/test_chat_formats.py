@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mlxd.engine.chat import ChatOutputStream, ToolCallDelta, parse_chat_output, tool_call_format
 from tests.unit.chat.streamed_calls import assemble, holds_in_order
@@ -155,3 +157,22 @@ def test_malformed_or_cut_calls_stay_content(fmt: str) -> None:
     content, calls = whole(fmt, cut)
     assert streamed_view(fmt, cut, 5) == (content, True)
     assert calls == [] or fmt in ("mistral", "mistral-v3", "granite", "functionary-v3.2")
+
+
+
+NOISE = st.sampled_from(['"', "\\", "{", "}", "[", "]", ":", ",", "<", ">", "=", "(", ")", " ", "\n", "x", "3", "é",
+                         "\\q", '"na\\q"', "get_weather", "</parameter>", "<parameter=city>", "null", "true"])
+
+
+@settings(max_examples=80, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_any_text_in_any_format_streams_without_error(data: st.DataObject) -> None:
+    """Bad input never breaks a stream: whatever the model writes around and inside a call region, every format's
+    stream gives the whole parse's content, and the whole parse's calls among those it streamed."""
+    fmt = data.draw(st.sampled_from(sorted(SAMPLES)))
+    sample = SAMPLES[fmt][1]
+    cuts = data.draw(st.lists(st.integers(0, len(sample)), min_size=1, max_size=3))
+    pieces = [sample[:c] for c in cuts] + data.draw(st.lists(NOISE, max_size=8))
+    text = "".join(data.draw(st.permutations(pieces)))
+    content, _ = whole(fmt, text)
+    assert streamed_view(fmt, text, data.draw(st.integers(1, 9))) == (content, True)
