@@ -46,6 +46,7 @@ FAMILIES = {
     "solar-open": "upstage-Solar-Open-100B",
     "hy3": "tencent-Hy3",
     "minicpm5": "openbmb-MiniCPM5-1B",
+    "kimi-k3": "Kimi-K3",
 }
 
 TOOLS = [{"type": "function", "function": {

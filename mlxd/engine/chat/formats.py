@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minicpm5, minimax_m2, pythonic, qwen3_coder
+from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, kimi_k3, minicpm5, minimax_m2, pythonic, qwen3_coder
 
 from mlxd.engine.chat import partial_calls as pc
 from mlxd.engine.chat import partial_keywords as pk
@@ -240,6 +240,8 @@ class ToolFormat:
     # The ids the model wrote for a region's calls, in order (Kimi K2's ``functions.NAME:0``, which llama-server
     # returns as the call's id); None: mlxd makes them.
     ids: Callable[[str], list[str]] | None = None
+    # Markup around the answer's text that is not content (Kimi K3's response section), dropped from it.
+    content_markup: tuple[str, ...] = ()
 
     def calls(self, region: str, tools: Tools = ()) -> list[Call] | None:
         """The calls in one region's text (between the markers), or None when it is not well-formed calls.
@@ -345,6 +347,10 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
                think=("<think:opensource>", "</think:opensource>"), partial=pc.params_partial(pc.HY3)),
     ToolFormat("minicpm5", "<function name=", "</function>", _mlx(minicpm5.parse_tool_call),
                partial=pc.params_partial(pc.MINICPM5)),
+    ToolFormat("kimi-k3", "<|open|>tools<|sep|>", "<|close|>tools<|sep|>", _mlx(kimi_k3.parse_tool_call),
+               think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"), partial=pc.params_partial(pc.KIMI_K3),
+               content_markup=("<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>",
+                               "<|end_of_msg|>")),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import glm47, minicpm5, minimax_m2, qwen3_coder
+from mlx_lm.tool_parsers import glm47, kimi_k3, minicpm5, minimax_m2, qwen3_coder
 
 from mlxd.engine.chat.call_deltas import CallView
 from mlxd.engine.chat.partial_json import elements, members, shown, skip_ws, value_end
@@ -150,13 +150,15 @@ class ParamSyntax:
 
     call: re.Pattern[str]  # a call's header; group 1 is the name
     call_end: str
-    param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, "true" for a string)
+    param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, read by ``flag``)
     param_end: str
     # "newline": one newline each side is markup (Qwen3-Coder); "strip": all whitespace; "cdata": all whitespace,
     # or a CDATA block kept whole (MiniCPM5); "": none
     trim: str
     is_string: Callable[[str, str, Tools], bool]  # (function, parameter, tools): is the value a JSON string?
     convert: Callable[[str, str, str, Tools], Any]  # (function, parameter, raw value, tools) -> its JSON value
+    # Whether a parameter header's group 2 (its written type) says the value is a string (DeepSeek DSML, Kimi K3).
+    flag: Callable[[str | None], bool] | None = None
 
 
 _NUMBER = re.compile(r"-?[0-9]+")
@@ -189,7 +191,7 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
     parts = ["{"]
     while (param := syntax.param.match(text, pos)) is not None:
         key = param.group(1).strip(WHITESPACE).strip("\"'")
-        string = (param.group(2) == "true") if param.re.groups >= 2 else syntax.is_string(function, key, tools)
+        string = syntax.flag(param.group(2)) if syntax.flag else syntax.is_string(function, key, tools)
         parts.append(("," if len(parts) > 1 else "") + _dump(key) + ":")
         close = text.find(syntax.param_end, param.end())
         if close < 0:  # the value is being written
@@ -279,7 +281,7 @@ GLM = ParamSyntax(
 DSML = ParamSyntax(
     call=re.compile(r'\s*<｜DSML｜invoke name="([^"]+)">'), call_end="</｜DSML｜invoke>",
     param=re.compile(r'\s*<｜DSML｜parameter name="([^"]+)" string="(true|false)">'), param_end="</｜DSML｜parameter>",
-    trim="", is_string=lambda f, k, tools: True, convert=_json_value)
+    trim="", is_string=lambda f, k, tools: True, convert=_json_value, flag=lambda written: written == "true")
 HY3 = ParamSyntax(
     call=re.compile(r"\s*<tool_call:opensource>\s*([^<\s]+)\s*<tool_sep:opensource>"),
     call_end="</tool_call:opensource>",
@@ -292,3 +294,8 @@ MINICPM5 = ParamSyntax(  # the region's opening marker is "<function name=": a c
     trim="cdata", is_string=_minimax_is_string,
     convert=lambda f, k, v, tools: minimax_m2._convert_param_value_with_types(
         v, minimax_m2._get_param_types_from_config(k, _properties(f, tools))))
+KIMI_K3 = ParamSyntax(
+    call=re.compile(r'\s*<\|open\|>call[^<]*?\btool="([^"]*)"[^<]*?<\|sep\|>'), call_end="<|close|>call<|sep|>",
+    param=re.compile(r'\s*<\|open\|>argument[^<]*?\bkey="([^"]*)"(?:[^<]*?\btype="(\w+)")?[^<]*?<\|sep\|>'),
+    param_end="<|close|>argument<|sep|>", trim="", is_string=lambda f, k, tools: True,
+    convert=lambda f, k, v, tools: kimi_k3._decode_value(v, "json"), flag=lambda written: (written or "string") == "string")

@@ -124,6 +124,14 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
         head = _q(f"\n<tool_call:opensource>{name}<tool_sep:opensource>\n")
         return (f'{m("<tool_calls:opensource>")} {head} {inner} "</tool_call:opensource>\\n" '
                 f'{m("</tool_calls:opensource>")}')
+    if fmt == "kimi-k3":
+        def typed(p: str) -> str:
+            kind = dict(_required(function)).get(p, {}).get("type")
+            return f'<|open|>argument key="{p}" type="{kind if isinstance(kind, str) else "object"}"<|sep|>'
+        inner = _xml(lambda p: f'<|open|>argument key="{p}" type="string"<|sep|>', "<|close|>argument<|sep|>", js,
+                     json_open=typed)(function)
+        head = _q(f'<|open|>call tool="{name}" index="1"<|sep|>')
+        return f'{m("<|open|>tools<|sep|>")} {head} {inner} "<|close|>call<|sep|>" {m("<|close|>tools<|sep|>")}'
     if fmt == "minicpm5":
         inner = _xml(lambda p: f'<param name="{p}">', "</param>", js)(function)
         return f'{m("<function name=")} {_q(_q(name) + ">")} {inner} {m("</function>")}'

@@ -13,7 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mlxd.engine.chat import ChatOutputStream, ToolCallDelta, parse_chat_output, tool_call_format
+from mlxd.engine.chat import (
+    ChatOutputStream,
+    ChatTemplate,
+    ToolCallDelta,
+    apply_chat_template,
+    parse_chat_output,
+    tool_call_format,
+)
+from mlxd.engine.chat.formats import FORMATS
 from tests.unit.chat.streamed_calls import assemble, holds_in_order
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "templates"
@@ -73,6 +81,10 @@ SAMPLES: dict[str, tuple[str, str]] = {
                            "</tool_calls:opensource>"),
     "minicpm5": ("openbmb-MiniCPM5-1B", 'Sure.\n<function name="get_weather"><param name="city"><![CDATA[Paris]]>'
                                         '</param><param name="days">3</param></function>'),
+    "kimi-k3": ("Kimi-K3", "<|open|>response<|sep|>Sure.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
+                           'tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris'
+                           '<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>3<|close|>argument'
+                           "<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"),
     "gpt-oss": ("openai-gpt-oss-120b", "<|channel|>commentary<|message|>Sure.<|end|><|start|>assistant<|channel|>"
                                        f"commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>"),
 }
@@ -151,7 +163,10 @@ def test_malformed_or_cut_calls_stay_content(fmt: str) -> None:
             if fmt == "gpt-oss":  # channels are read, not kept: the bad call's body is what stays content
                 assert broken.split("<|message|>")[-1].removesuffix("<|call|>") in content
             else:
-                assert content.replace("\n", "") in broken.replace("\n", "") and content
+                source = broken
+                for marker in FORMATS[fmt].content_markup:  # markup around the answer is never content
+                    source = source.replace(marker, "")
+                assert content.replace("\n", "") in source.replace("\n", "") and content
             assert streamed_view(fmt, broken, 3) == (content, True)
     cut = text[: len(text) - 3]
     content, calls = whole(fmt, cut)
@@ -176,3 +191,20 @@ def test_any_text_in_any_format_streams_without_error(data: st.DataObject) -> No
     text = "".join(data.draw(st.permutations(pieces)))
     content, _ = whole(fmt, text)
     assert streamed_view(fmt, text, data.draw(st.integers(1, 9))) == (content, True)
+
+
+def test_kimi_k3_answer_sections() -> None:
+    """Kimi K3's answer as b10622 reads it: the think section is the reasoning (its generation prompt opens it),
+    the response section the content (its markup dropped), the tools section the calls."""
+    template = ChatTemplate((CORPUS / "Kimi-K3.jinja").read_text(encoding="utf-8"))
+    prompt = apply_chat_template(template, [{"role": "user", "content": "Weather?"}], tools=list(TOOLS))
+    assert prompt.starts_in_reasoning and prompt.tool_call_format == "kimi-k3"
+    text = "hmm<|close|>think<|sep|>" + SAMPLES["kimi-k3"][1] + "<|close|>message<|sep|>"
+    for size in (1, 4, len(text)):
+        stream = ChatOutputStream.for_prompt(prompt, id_factory=ids())
+        for i in range(0, len(text), size):
+            stream.feed(text[i:i + size])
+        stream.finish()
+        message = stream.message()
+        assert (message.reasoning_content, message.content) == ("hmm", "Sure.")
+        assert [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls] == [("get_weather", ARGS)]
