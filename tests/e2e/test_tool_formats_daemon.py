@@ -47,6 +47,7 @@ FAMILIES = {
     "hy3": "tencent-Hy3",
     "minicpm5": "openbmb-MiniCPM5-1B",
     "kimi-k3": "Kimi-K3",
+    "minimax-m3": "MiniMax-M3",
 }
 
 TOOLS = [{"type": "function", "function": {

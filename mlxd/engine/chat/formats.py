@@ -351,6 +351,8 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
                think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"), partial=pc.params_partial(pc.KIMI_K3),
                content_markup=("<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>",
                                "<|end_of_msg|>")),
+    ToolFormat("minimax-m3", "]<]minimax[>[<tool_call>", "]<]minimax[>[</tool_call>", _params(pc.MINIMAX_M3),
+               think=("<mm:think>", "</mm:think>"), partial=pc.params_partial(pc.MINIMAX_M3)),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}

@@ -151,7 +151,7 @@ class ParamSyntax:
     call: re.Pattern[str]  # a call's header; group 1 is the name
     call_end: str
     param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, read by ``flag``)
-    param_end: str
+    param_end: str  # "{}" stands for the parameter's name
     # "newline": one newline each side is markup (Qwen3-Coder); "strip": all whitespace; "cdata": all whitespace,
     # or a CDATA block kept whole (MiniCPM5); "": none
     trim: str
@@ -193,10 +193,11 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
         key = param.group(1).strip(WHITESPACE).strip("\"'")
         string = syntax.flag(param.group(2)) if syntax.flag else syntax.is_string(function, key, tools)
         parts.append(("," if len(parts) > 1 else "") + _dump(key) + ":")
-        close = text.find(syntax.param_end, param.end())
+        param_end = syntax.param_end.replace("{}", key)  # MiniMax M3 closes a parameter by its name
+        close = text.find(param_end, param.end())
         if close < 0:  # the value is being written
             value = text[param.end():]
-            value = _trim(value[:len(value) - partial_tag_suffix(value, syntax.param_end)], syntax.trim, False)
+            value = _trim(value[:len(value) - partial_tag_suffix(value, param_end)], syntax.trim, False)
             if string:
                 parts.append('"' + _dump(value)[1:-1])
             elif _NUMBER.fullmatch(value):  # a number streams as written, as llama-server's does
@@ -204,7 +205,7 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
             return "".join(parts), None
         value = _trim(text[param.end():close], syntax.trim, True)
         parts.append(_dump(value) if string else _dump(syntax.convert(function, key, value, tools)))
-        pos = close + len(syntax.param_end)
+        pos = close + len(param_end)
     rest = skip_ws(text, pos)
     if syntax.call_end and text.startswith(syntax.call_end, rest):  # else the call ends with its region
         return "".join(parts) + "}", rest + len(syntax.call_end)
@@ -298,4 +299,12 @@ KIMI_K3 = ParamSyntax(
     call=re.compile(r'\s*<\|open\|>call[^<]*?\btool="([^"]*)"[^<]*?<\|sep\|>'), call_end="<|close|>call<|sep|>",
     param=re.compile(r'\s*<\|open\|>argument[^<]*?\bkey="([^"]*)"(?:[^<]*?\btype="(\w+)")?[^<]*?<\|sep\|>'),
     param_end="<|close|>argument<|sep|>", trim="", is_string=lambda f, k, tools: True,
-    convert=lambda f, k, v, tools: kimi_k3._decode_value(v, "json"), flag=lambda written: (written or "string") == "string")
+    convert=lambda f, k, v, tools: kimi_k3._decode_value(v, "json"),
+    flag=lambda written: (written or "string") == "string")
+_NS = re.escape("]<]minimax[>[")
+MINIMAX_M3 = ParamSyntax(  # every tag after the namespace token; a parameter is a tag of its own name
+    call=re.compile(r"\s*" + _NS + r'<invoke name="([^"]+)">'), call_end="]<]minimax[>[</invoke>",
+    param=re.compile(r"\s*" + _NS + r"<(?!/)([\w.-]+)>"), param_end="]<]minimax[>[</{}>", trim="",
+    is_string=_minimax_is_string,
+    convert=lambda f, k, v, tools: minimax_m2._convert_param_value_with_types(
+        v, minimax_m2._get_param_types_from_config(k, _properties(f, tools))))

@@ -14,6 +14,8 @@ def detect_tool_format(source: str) -> ToolFormat | None:
 
     if has("<|channel|>"):
         return FORMATS["gpt-oss"]
+    if has("]<]minimax[>[", "<tool_call>", "<invoke name="):
+        return FORMATS["minimax-m3"]
     if has("<|open|>", "<|close|>", "<|end_of_msg|>"):
         return FORMATS["kimi-k3"]
     if has("<tool_sep{}>", "<arg_key{}>"):  # Hy3 spells its markers '<tool_sep{}>'.format(':opensource')

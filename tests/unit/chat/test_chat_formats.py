@@ -85,6 +85,9 @@ SAMPLES: dict[str, tuple[str, str]] = {
                            'tool="get_weather" index="1"<|sep|><|open|>argument key="city" type="string"<|sep|>Paris'
                            '<|close|>argument<|sep|><|open|>argument key="days" type="number"<|sep|>3<|close|>argument'
                            "<|sep|><|close|>call<|sep|><|close|>tools<|sep|>"),
+    "minimax-m3": ("MiniMax-M3", "Sure.]<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name=\"get_weather\">"
+                                 "]<]minimax[>[<city>Paris]<]minimax[>[</city>]<]minimax[>[<days>3]<]minimax[>[</days>"
+                                 "]<]minimax[>[</invoke>\n]<]minimax[>[</tool_call>"),
     "gpt-oss": ("openai-gpt-oss-120b", "<|channel|>commentary<|message|>Sure.<|end|><|start|>assistant<|channel|>"
                                        f"commentary to=functions.get_weather <|constrain|>json<|message|>{J}<|call|>"),
 }
