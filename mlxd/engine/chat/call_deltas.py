@@ -18,6 +18,13 @@ from mlxd.engine.chat.tool_types import ToolCallDelta
 CallView = tuple[str, "str | None"]
 
 
+def time_to_view(length: int, viewed: int) -> bool:
+    """Whether an open call region of ``length`` characters, last read at ``viewed``, grew enough to be read again:
+    at each delta while it is short, then each time it grew by 1/256th, so that a long call (a file's text as an
+    argument) costs the event loop O(n log n) rather than O(n^2); its pieces then span a few tokens."""
+    return length - viewed >= max(1, length >> 8)
+
+
 @dataclass
 class StreamedCall:
     """One announced call and the arguments sent for it so far."""

@@ -211,3 +211,15 @@ def test_kimi_k3_answer_sections() -> None:
         message = stream.message()
         assert (message.reasoning_content, message.content) == ("hmm", "Sure.")
         assert [(c.name, json.loads(c.arguments_json)) for c in message.tool_calls] == [("get_weather", ARGS)]
+
+
+@pytest.mark.parametrize("fmt", ["hermes", "qwen3-coder", "mistral", "gemma4"])
+def test_a_long_argument_streams_in_pieces_that_add_up(fmt: str) -> None:
+    """A file's text as an argument: a long region is read again only as it grows by a fraction of itself (the
+    event loop's cost stays near linear), and its pieces still add up to the whole call's arguments."""
+    text = SAMPLES[fmt][1].replace("Paris", "Paris " + "line of code\\n" * 400 if fmt == "hermes" else
+                                   "Paris " + "line of code " * 400)
+    _, deltas = stream_deltas(fmt, text, 3)
+    (call,) = parse_chat_output(text, parse_tool_calls=True, tool_call_format=fmt, tools=TOOLS).tool_calls
+    assert "".join(d.arguments for d in deltas) == call.arguments_json
+    assert 20 < len(deltas) < len(text) // 3  # in pieces, fewer than one per delta once the region is long
