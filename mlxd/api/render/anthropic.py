@@ -103,8 +103,8 @@ class AnthropicStream:
             events.append(self._delta(self._text, {"type": "text_delta", "text": d.content}))
         if d.tool_index is not None:
             if d.tool_index not in self._tools:
-                index, opened = self._open_block({"type": "tool_use", "id": d.tool_id, "name": d.tool_name,
-                                                  "input": {}})
+                # b10622's tool_use block opens without an "input" key: the input_json_delta pieces make it.
+                index, opened = self._open_block({"type": "tool_use", "id": d.tool_id, "name": d.tool_name})
                 self._tools[d.tool_index] = index
                 events += opened
             if d.tool_arguments:

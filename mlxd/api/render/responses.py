@@ -33,8 +33,9 @@ def _message_item(item_id: str, text: str) -> dict[str, Any]:
 
 
 def _call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    return {"type": "function_call", "status": "completed", "arguments": arguments, "call_id": "fc_" + call_id,
-            "name": name}
+    # As b10622 names a call's item: "fc_" + the call's id, and "call_" + it for the call_id a tool result answers.
+    return {"type": "function_call", "id": "fc_" + call_id, "status": "completed", "arguments": arguments,
+            "call_id": "call_" + call_id, "name": name}
 
 
 def output_items(msg: AssistantMessage, reasoning_id: str, message_id: str) -> list[dict[str, Any]]:
@@ -110,8 +111,8 @@ class ResponsesStream:
             if d.tool_name and d.tool_index not in self._call_ids:
                 self._call_ids[d.tool_index] = d.tool_id
                 events.append(("response.output_item.added", {"type": "response.output_item.added", "item": {
-                    "arguments": "", "call_id": "fc_" + d.tool_id, "name": d.tool_name, "type": "function_call",
-                    "status": "in_progress"}}))
+                    "id": "fc_" + d.tool_id, "arguments": "", "call_id": "call_" + d.tool_id, "name": d.tool_name,
+                    "type": "function_call", "status": "in_progress"}}))
             if d.tool_arguments:
                 events.append(("response.function_call_arguments.delta", {
                     "type": "response.function_call_arguments.delta", "delta": d.tool_arguments,

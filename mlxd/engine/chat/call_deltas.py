@@ -18,6 +18,13 @@ from mlxd.engine.chat.tool_types import ToolCallDelta
 CallView = tuple[str, "str | None"]
 
 
+def time_to_view(length: int, viewed: int) -> bool:
+    """Whether an open call region of ``length`` characters, last read at ``viewed``, grew enough to be read again:
+    at each delta while it is short, then each time it grew by 1/256th, so that a long call (a file's text as an
+    argument) costs the event loop O(n log n) rather than O(n^2); its pieces then span a few tokens."""
+    return length - viewed >= max(1, length >> 8)
+
+
 @dataclass
 class StreamedCall:
     """One announced call and the arguments sent for it so far."""
@@ -48,8 +55,8 @@ class CallDeltas:
     open: list[StreamedCall] = field(default_factory=list)  # the calls of the region being written
     stuck: bool = False  # the region's text stopped matching what was streamed: nothing more until it closes
 
-    def view(self, calls: Sequence[CallView]) -> list[ToolCallDelta]:
-        """Deltas for the open region's calls as they are written now."""
+    def view(self, calls: Sequence[CallView], ids: Sequence[str] = ()) -> list[ToolCallDelta]:
+        """Deltas for the open region's calls as they are written now (``ids``: those the model wrote, in order)."""
         out: list[ToolCallDelta] = []
         if self.stuck:
             return out
@@ -63,17 +70,18 @@ class CallDeltas:
                 continue
             if not name or arguments is None or not (arguments or "{").startswith("{"):
                 break
-            out.append(self.announce(name, arguments or "{"))  # llama-server shows "{" before they begin
+            # llama-server shows "{" before they begin
+            out.append(self.announce(name, arguments or "{", ids[i] if i < len(ids) else None))
         return out
 
-    def close(self, calls: Sequence[tuple[str, str]]) -> list[ToolCallDelta]:
+    def close(self, calls: Sequence[tuple[str, str]], ids: Sequence[str] = ()) -> list[ToolCallDelta]:
         """Deltas for the region's calls once it is complete, then the next region starts afresh."""
         out: list[ToolCallDelta] = []
         for i, (name, arguments) in enumerate(calls):
             if i < len(self.open):
                 out += self.open[i].grow(arguments)  # when they do not extend it, the call stays as streamed
             else:
-                out.append(self.announce(name, arguments))
+                out.append(self.announce(name, arguments, ids[i] if i < len(ids) else None))
         self.abandon()
         return out
 
@@ -82,14 +90,15 @@ class CallDeltas:
         self.open = []
         self.stuck = False
 
-    def announce(self, name: str, arguments: str) -> ToolCallDelta:
-        """A new call of the open region: its first delta, with the arguments written so far."""
-        call = self.new_call(name, arguments)
+    def announce(self, name: str, arguments: str, call_id: str | None = None) -> ToolCallDelta:
+        """A new call of the open region: its first delta, with the arguments written so far (and the id the model
+        wrote for it, if it writes ids)."""
+        call = self.new_call(name, arguments, call_id)
         self.open.append(call)
         return ToolCallDelta(call.index, call.id, name, arguments)
 
-    def new_call(self, name: str, arguments: str) -> StreamedCall:
+    def new_call(self, name: str, arguments: str, call_id: str | None = None) -> StreamedCall:
         """The next call of the answer (its first delta is ``call.first()``), outside any region."""
-        call = StreamedCall(self.count, self.id_factory(), name, arguments)
+        call = StreamedCall(self.count, call_id or self.id_factory(), name, arguments)
         self.count += 1
         return call

@@ -6,8 +6,7 @@ returns the region's ``(name, arguments_json)`` calls, or raises ``ValueError`` 
 calls; the region then stays content, verbatim. mlx-lm's readers (``mlx_lm/tool_parsers``) are used where one
 reads the format; the others are written here, each a few lines.
 
-The format is detected from the template's text as llama-server's chat layer does (common/chat.cpp), by the
-markers the template writes for an assistant's calls.
+The format is detected from the template's text (engine.chat.tool_detect).
 """
 
 from __future__ import annotations
@@ -18,9 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, minicpm5, minimax_m2, pythonic, qwen3_coder
+from mlx_lm.tool_parsers import gemma4, glm47, kimi_k2, kimi_k3, minicpm5, minimax_m2, pythonic, qwen3_coder
 
 from mlxd.engine.chat import partial_calls as pc
+from mlxd.engine.chat import partial_keywords as pk
 from mlxd.engine.chat.call_deltas import CallView
 from mlxd.engine.chat.partial_calls import Partial
 from mlxd.engine.chat.reasoning import WHITESPACE
@@ -237,6 +237,11 @@ class ToolFormat:
     # The calls of an open region as far as they are written (engine.chat.partial_calls); None: a call is shown
     # once its region is complete.
     partial: Partial | None = None
+    # The ids the model wrote for a region's calls, in order (Kimi K2's ``functions.NAME:0``, which llama-server
+    # returns as the call's id); None: mlxd makes them.
+    ids: Callable[[str], list[str]] | None = None
+    # Markup around the answer's text that is not content (Kimi K3's response section), dropped from it.
+    content_markup: tuple[str, ...] = ()
 
     def calls(self, region: str, tools: Tools = ()) -> list[Call] | None:
         """The calls in one region's text (between the markers), or None when it is not well-formed calls.
@@ -291,6 +296,7 @@ def _deepseek_view(header: str) -> Partial:
     return pc.split_partial("<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", pc.header_partial(header))
 
 
+_KIMI_IDS = re.compile(r"<\|tool_call_begin\|>\s*((?:functions\.)?[^<]+?:\d+)\s*<\|tool_call_argument_begin\|>")
 _SOLAR_HEADER = r"[^<]*<\|tool_call:name\|>\s*([^<]+?)\s*<\|tool_call:args\|>"
 _R1_HEADER = r"\s*function<｜tool▁sep｜>([^\n]+)\n```json\n"
 _V31_HEADER = r"\s*([^<｜]+?)<｜tool▁sep｜>"
@@ -311,7 +317,7 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
                partial=pc.params_partial(pc.DSML)),
     ToolFormat("glm", "<tool_call>", "</tool_call>", _mlx(glm47.parse_tool_call), partial=pc.params_partial(pc.GLM)),
     ToolFormat("kimi-k2", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
-               _mlx(kimi_k2.parse_tool_call), partial=pc.split_partial(
+               _mlx(kimi_k2.parse_tool_call), ids=_KIMI_IDS.findall, partial=pc.split_partial(
                    "<|tool_call_begin|>", "<|tool_call_end|>",
                    pc.header_partial(r"\s*(?:functions\.)?(.+?):\d+\s*<\|tool_call_argument_begin\|>"))),
     ToolFormat("minimax-m2", "<minimax:tool_call>", "</minimax:tool_call>", _mlx(minimax_m2.parse_tool_call),
@@ -323,9 +329,10 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
     ToolFormat("granite", "<|tool_call|>", "", _json_list("name", "arguments"), partial=_JSON_LIST),
     ToolFormat("nemotron-v2", "<TOOLCALL>", "</TOOLCALL>", _json_list("name", "arguments"), partial=_JSON_LIST),
     ToolFormat("apertus", "<|tools_prefix|>", "<|tools_suffix|>", _apertus, partial=pc.apertus_partial),
-    # mlx-lm's pythonic and Gemma 4 readers see whole calls only: these stream each call once it is complete.
-    ToolFormat("lfm2", "<|tool_call_start|>", "<|tool_call_end|>", _mlx(pythonic.parse_tool_call)),
-    ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call)),
+    ToolFormat("lfm2", "<|tool_call_start|>", "<|tool_call_end|>", _mlx(pythonic.parse_tool_call),
+               partial=pk.keyword_partial(pk.LFM2)),
+    ToolFormat("gemma4", "<|tool_call>", "<tool_call|>", _mlx(gemma4.parse_tool_call),
+               partial=pk.keyword_partial(pk.GEMMA4)),
     ToolFormat("functionary-v3.1", "<function=", "</function>", _header_json(r"([\w.-]+)>"),
                partial=pc.header_partial(r"([\w.-]+)>")),
     ToolFormat("functionary-v3.2", ">>>", "", _functionary_v32, partial=_functionary_v32_view),
@@ -340,59 +347,12 @@ FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
                think=("<think:opensource>", "</think:opensource>"), partial=pc.params_partial(pc.HY3)),
     ToolFormat("minicpm5", "<function name=", "</function>", _mlx(minicpm5.parse_tool_call),
                partial=pc.params_partial(pc.MINICPM5)),
+    ToolFormat("kimi-k3", "<|open|>tools<|sep|>", "<|close|>tools<|sep|>", _mlx(kimi_k3.parse_tool_call),
+               think=("<|open|>think<|sep|>", "<|close|>think<|sep|>"), partial=pc.params_partial(pc.KIMI_K3),
+               content_markup=("<|open|>response<|sep|>", "<|close|>response<|sep|>", "<|close|>message<|sep|>",
+                               "<|end_of_msg|>")),
+    ToolFormat("minimax-m3", "]<]minimax[>[<tool_call>", "]<]minimax[>[</tool_call>", _params(pc.MINIMAX_M3),
+               think=("<mm:think>", "</mm:think>"), partial=pc.params_partial(pc.MINIMAX_M3)),
     # gpt-oss writes channels, not call regions (engine.chat.harmony); the markers are its call's header.
     ToolFormat("gpt-oss", " to=functions.", "<|call|>", _harmony),
 )}
-
-
-def detect_tool_format(source: str) -> ToolFormat | None:
-    """The format a model served with this template writes its calls in; None for Llama 3.x's bare JSON."""
-    def has(*needles: str) -> bool:
-        return all(n in source for n in needles)
-
-    if has("<|channel|>"):
-        return FORMATS["gpt-oss"]
-    if has("<tool_sep{}>", "<arg_key{}>"):  # Hy3 spells its markers '<tool_sep{}>'.format(':opensource')
-        return FORMATS["hy3"]
-    if has("<|tool_call:begin|>", "<|tool_call:name|>"):
-        return FORMATS["solar-open"]
-    if has("Tool usage guidelines:", '<function name="', '<param name="'):
-        return FORMATS["minicpm5"]
-    if has("<tool_calls>", "</tool_calls>"):
-        return FORMATS["minimax-m1" if "ai name=assistant" in source else "apriel"]
-    if has("[TOOL_CALLS]"):
-        return FORMATS["mistral" if "[ARGS]" in source else "mistral-v3"]
-    if has("dsml_token", "DSML"):
-        return FORMATS["deepseek-v3.2"]
-    if has("<seed:tool_call>"):
-        return FORMATS["seed-oss"]
-    if has("<tool_call>", "<function=", "<parameter="):
-        return FORMATS["qwen3-coder"]
-    if has("<|tool_calls_section_begin|>"):
-        return FORMATS["kimi-k2"]
-    if has("<minimax:tool_call>"):
-        return FORMATS["minimax-m2"]
-    if has("<arg_key>", "<arg_value>"):
-        return FORMATS["glm"]
-    if has("<｜tool▁calls▁begin｜>"):
-        return FORMATS["deepseek-r1" if "```json" in source else "deepseek-v3.1"]
-    if has("<|START_ACTION|>"):
-        return FORMATS["command-r7b"]
-    if has("'<|tool_call>call:'") or has("<|tool_call>call:"):
-        return FORMATS["gemma4"]
-    if has("<|tools_prefix|>"):
-        return FORMATS["apertus"]
-    if has("<|tool_call_start|>"):
-        return FORMATS["lfm2"]
-    if has("<TOOLCALL>"):
-        return FORMATS["nemotron-v2"]
-    if has(">>>all"):
-        return FORMATS["functionary-v3.2"]
-    if has("<function=", "<|python_tag|>") or has("<function=", "</function>"):
-        return FORMATS["functionary-v3.1"]
-    if has("<|tool_call|>"):
-        return FORMATS["granite"]
-    llama = "<|start_header_id|>" in source and ("<|python_tag|>" in source or '"parameters"' in source)
-    if llama and "<tool_call>" not in source:
-        return None
-    return HERMES

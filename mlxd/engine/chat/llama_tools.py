@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from mlxd.engine.chat.call_deltas import CallDeltas, CallView
+from mlxd.engine.chat.call_deltas import CallDeltas, CallView, time_to_view
 from mlxd.engine.chat.partial_calls import object_call
 from mlxd.engine.chat.partial_json import skip_ws, value_end
 from mlxd.engine.chat.reasoning import WHITESPACE
@@ -105,6 +105,7 @@ class LlamaToolCallStream:
         self._calls = CallDeltas(id_factory)
         self._stream_arguments = stream_arguments
         self._held: str | None = ""  # None once the answer is known to be plain content
+        self._viewed = 0  # how much of the held answer its last view read
 
     @property
     def in_tool_call(self) -> bool:
@@ -117,7 +118,10 @@ class LlamaToolCallStream:
         text = self._held + delta
         if _may_open_a_call(text):
             self._held = text
-            return "", self._calls.view(_view(text)) if self._stream_arguments else []
+            if not self._stream_arguments or not time_to_view(len(text), self._viewed):
+                return "", []
+            self._viewed = len(text)
+            return "", self._calls.view(_view(text))
         self._held = None
         return text, []
 

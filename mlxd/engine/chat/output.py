@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.engine.chat.prompt import ChatPrompt
-from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags
+from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, ReasoningStream, Tags, partial_tag_suffix
 from mlxd.engine.chat.llama_tools import LlamaToolCallStream
 from mlxd.engine.chat.tools import ToolCall, ToolCallDelta, ToolCallFormat, ToolCallStream, format_named, new_tool_call_id
-from mlxd.engine.chat.formats import Tools
+from mlxd.engine.chat.formats import FORMATS, Tools
 from mlxd.engine.chat.harmony import HarmonyStream
 
 
@@ -52,6 +52,24 @@ def parse_chat_output(text: str, **options: Any) -> ChatMessage:
     return stream.message()
 
 
+class _Unmarked:
+    """Content less a family's markup around it (Kimi K3's response section), a marker held while half written."""
+
+    def __init__(self, markup: tuple[str, ...]) -> None:
+        self._markup = markup
+        self._held = ""
+
+    def feed(self, text: str, final: bool) -> str:
+        if not self._markup:
+            return text
+        text = self._held + text
+        for marker in self._markup:
+            text = text.replace(marker, "")
+        hold = 0 if final else max(partial_tag_suffix(text, m) for m in self._markup)
+        self._held = text[len(text) - hold:] if hold else ""
+        return text[:len(text) - hold]
+
+
 class ChatOutputStream:
     """Feed generated text deltas; get :class:`ChatDelta` lists back, and the whole message at the end."""
 
@@ -82,6 +100,7 @@ class ChatOutputStream:
         elif parse_tool_calls:
             self._tools = ToolCallStream(fmt=format_named(tool_call_format), tools=tools, id_factory=id_factory,
                                          stream_arguments=stream_arguments)
+        self._unmarked = _Unmarked(FORMATS[tool_call_format].content_markup if tool_call_format in FORMATS else ())
         self._content: list[str] = []
         self._reasoning_text: list[str] = []
         self._calls: list[tuple[str, str, list[str]]] = []  # (id, name, argument pieces) by index
@@ -135,7 +154,7 @@ class ChatOutputStream:
             if final:
                 more, more_calls = self._tools.finish()
                 content, calls = content + more, calls + more_calls
-        return self._emit(reasoning, content, calls)
+        return self._emit(reasoning, self._unmarked.feed(content, final), calls)
 
     def _emit(self, reasoning: str, content: str, calls: list[ToolCallDelta]) -> list[ChatDelta]:
         """Record and return one step's reasoning, content and call deltas, in that order."""

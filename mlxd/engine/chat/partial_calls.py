@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlx_lm.tool_parsers import glm47, minicpm5, minimax_m2, qwen3_coder
+from mlx_lm.tool_parsers import glm47, kimi_k3, minicpm5, minimax_m2, qwen3_coder
 
 from mlxd.engine.chat.call_deltas import CallView
 from mlxd.engine.chat.partial_json import elements, members, shown, skip_ws, value_end
@@ -45,7 +45,10 @@ def object_call(text: str, pos: int, name_key: str, argument_keys: tuple[str, ..
     start = stop = None
     for key, value_start, value_stop in members(text, pos):
         if key == name_key and value_stop is not None:
-            name = json.loads(text[value_start:value_stop])
+            try:
+                name = json.loads(text[value_start:value_stop])
+            except ValueError:
+                return None
         elif key in argument_keys:
             start, stop = value_start, value_stop
     if not isinstance(name, str) or not name:
@@ -147,13 +150,15 @@ class ParamSyntax:
 
     call: re.Pattern[str]  # a call's header; group 1 is the name
     call_end: str
-    param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, "true" for a string)
-    param_end: str
+    param: re.Pattern[str]  # a parameter's header; group 1 is its name (group 2, when there, read by ``flag``)
+    param_end: str  # "{}" stands for the parameter's name
     # "newline": one newline each side is markup (Qwen3-Coder); "strip": all whitespace; "cdata": all whitespace,
     # or a CDATA block kept whole (MiniCPM5); "": none
     trim: str
     is_string: Callable[[str, str, Tools], bool]  # (function, parameter, tools): is the value a JSON string?
     convert: Callable[[str, str, str, Tools], Any]  # (function, parameter, raw value, tools) -> its JSON value
+    # Whether a parameter header's group 2 (its written type) says the value is a string (DeepSeek DSML, Kimi K3).
+    flag: Callable[[str | None], bool] | None = None
 
 
 _NUMBER = re.compile(r"-?[0-9]+")
@@ -186,12 +191,13 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
     parts = ["{"]
     while (param := syntax.param.match(text, pos)) is not None:
         key = param.group(1).strip(WHITESPACE).strip("\"'")
-        string = (param.group(2) == "true") if param.re.groups >= 2 else syntax.is_string(function, key, tools)
+        string = syntax.flag(param.group(2)) if syntax.flag else syntax.is_string(function, key, tools)
         parts.append(("," if len(parts) > 1 else "") + _dump(key) + ":")
-        close = text.find(syntax.param_end, param.end())
+        param_end = syntax.param_end.replace("{}", key)  # MiniMax M3 closes a parameter by its name
+        close = text.find(param_end, param.end())
         if close < 0:  # the value is being written
             value = text[param.end():]
-            value = _trim(value[:len(value) - partial_tag_suffix(value, syntax.param_end)], syntax.trim, False)
+            value = _trim(value[:len(value) - partial_tag_suffix(value, param_end)], syntax.trim, False)
             if string:
                 parts.append('"' + _dump(value)[1:-1])
             elif _NUMBER.fullmatch(value):  # a number streams as written, as llama-server's does
@@ -199,7 +205,7 @@ def _call_arguments(text: str, pos: int, function: str, syntax: ParamSyntax, too
             return "".join(parts), None
         value = _trim(text[param.end():close], syntax.trim, True)
         parts.append(_dump(value) if string else _dump(syntax.convert(function, key, value, tools)))
-        pos = close + len(syntax.param_end)
+        pos = close + len(param_end)
     rest = skip_ws(text, pos)
     if syntax.call_end and text.startswith(syntax.call_end, rest):  # else the call ends with its region
         return "".join(parts) + "}", rest + len(syntax.call_end)
@@ -276,7 +282,7 @@ GLM = ParamSyntax(
 DSML = ParamSyntax(
     call=re.compile(r'\s*<｜DSML｜invoke name="([^"]+)">'), call_end="</｜DSML｜invoke>",
     param=re.compile(r'\s*<｜DSML｜parameter name="([^"]+)" string="(true|false)">'), param_end="</｜DSML｜parameter>",
-    trim="", is_string=lambda f, k, tools: True, convert=_json_value)
+    trim="", is_string=lambda f, k, tools: True, convert=_json_value, flag=lambda written: written == "true")
 HY3 = ParamSyntax(
     call=re.compile(r"\s*<tool_call:opensource>\s*([^<\s]+)\s*<tool_sep:opensource>"),
     call_end="</tool_call:opensource>",
@@ -287,5 +293,18 @@ MINICPM5 = ParamSyntax(  # the region's opening marker is "<function name=": a c
     call=re.compile(r"""\s*("[^"]*"|'[^']*'|[^\s"'<>]+)\s*>"""), call_end="",
     param=re.compile(r"""\s*<param\s+name\s*=\s*("[^"]*"|'[^']*'|[^\s"'<>]+)\s*>"""), param_end="</param>",
     trim="cdata", is_string=_minimax_is_string,
+    convert=lambda f, k, v, tools: minimax_m2._convert_param_value_with_types(
+        v, minimax_m2._get_param_types_from_config(k, _properties(f, tools))))
+KIMI_K3 = ParamSyntax(
+    call=re.compile(r'\s*<\|open\|>call[^<]*?\btool="([^"]*)"[^<]*?<\|sep\|>'), call_end="<|close|>call<|sep|>",
+    param=re.compile(r'\s*<\|open\|>argument[^<]*?\bkey="([^"]*)"(?:[^<]*?\btype="(\w+)")?[^<]*?<\|sep\|>'),
+    param_end="<|close|>argument<|sep|>", trim="", is_string=lambda f, k, tools: True,
+    convert=lambda f, k, v, tools: kimi_k3._decode_value(v, "json"),
+    flag=lambda written: (written or "string") == "string")
+_NS = re.escape("]<]minimax[>[")
+MINIMAX_M3 = ParamSyntax(  # every tag after the namespace token; a parameter is a tag of its own name
+    call=re.compile(r"\s*" + _NS + r'<invoke name="([^"]+)">'), call_end="]<]minimax[>[</invoke>",
+    param=re.compile(r"\s*" + _NS + r"<(?!/)([\w.-]+)>"), param_end="]<]minimax[>[</{}>", trim="",
+    is_string=_minimax_is_string,
     convert=lambda f, k, v, tools: minimax_m2._convert_param_value_with_types(
         v, minimax_m2._get_param_types_from_config(k, _properties(f, tools))))

@@ -15,7 +15,15 @@ from collections.abc import Iterator
 from mlxd.engine.chat.reasoning import WHITESPACE
 
 _SCALAR = re.compile(r"[^,\]}\s]+")
-_PARTIAL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*(\\(?:u[0-9a-fA-F]{0,3})?)$")
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.S)  # a string's text after its quote, and the quote
+_UNICODE_TAIL = re.compile(r"\\u[0-9a-fA-F]{0,3}$")
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def skip_ws(text: str, pos: int) -> int:
@@ -27,43 +35,25 @@ def skip_ws(text: str, pos: int) -> int:
 
 def string_end(text: str, pos: int) -> int | None:
     """The end of the JSON string opening at ``pos`` (a ``"``), or None while it is not closed."""
-    i = pos + 1
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == '"':
-            return i + 1
-        i += 1
-    return None
+    rest = _STRING_REST.match(text, pos + 1)
+    return rest.end() if rest else None
 
 
 def value_end(text: str, pos: int) -> int | None:
-    """The end of the JSON value at ``pos`` (leading whitespace skipped), or None while it is unfinished."""
+    """The end of the JSON value at ``pos`` (leading whitespace skipped), or None while it is unfinished (or not
+    JSON: the region's reader decides once it closes)."""
     i = skip_ws(text, pos)
     if i >= len(text):
         return None
     if text[i] == '"':
         return string_end(text, i)
     if text[i] in "{[":
-        depth, j = 0, i
-        while j < len(text):
-            ch = text[j]
-            if ch == '"':
-                end = string_end(text, j)
-                if end is None:
-                    return None
-                j = end
-                continue
-            if ch in "{[":
-                depth += 1
-            elif ch in "}]":
-                depth -= 1
-                if depth == 0:
-                    return j + 1
-            j += 1
-        return None
+        # json's C scanner: a stream re-reads the open region at each token, which must stay cheap for long
+        # arguments (a file's text written as a tool call).
+        try:
+            return _DECODER.raw_decode(text, i)[1]
+        except ValueError:
+            return None
     scalar = _SCALAR.match(text, i)
     end = scalar.end() if scalar else i
     return end if end < len(text) else None  # a number or literal ends at the next delimiter
@@ -72,8 +62,12 @@ def value_end(text: str, pos: int) -> int | None:
 def shown(text: str) -> str:
     """What of an unfinished JSON text can be streamed: less trailing whitespace and a half-written escape."""
     text = text.rstrip(WHITESPACE)
-    escape = _PARTIAL_ESCAPE.search(text)
-    return text[:escape.start(1)] if escape else text
+    unicode = _UNICODE_TAIL.search(text, max(0, len(text) - 6))
+    cut = unicode.start() if unicode else len(text)
+    run = cut - len(text[:cut].rstrip("\\"))  # the backslashes before ``cut``: an odd run escapes what follows
+    if unicode:
+        return text[:cut] if run % 2 == 0 else text
+    return text[:-1] if run % 2 else text
 
 
 def _at(text: str, pos: int, char: str) -> int | None:
@@ -97,8 +91,12 @@ def members(text: str, pos: int) -> Iterator[tuple[str, int, int | None]]:
         colon = None if end is None else _at(text, end, ":")
         if end is None or colon is None or (start := skip_ws(text, colon)) >= len(text):
             return
+        try:
+            key = json.loads(text[i:end])
+        except ValueError:  # a key that is not JSON text: nothing more of this object can be shown
+            return
         stop = value_end(text, start)
-        yield json.loads(text[i:end]), start, stop
+        yield key, start, stop
         i = _after(text, stop)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 from mlxd.engine.chat.errors import ChatRequestError
 from mlxd.engine.chat.messages import content_parts_text, template_messages, template_tools
-from mlxd.engine.chat.formats import detect_tool_format
+from mlxd.engine.chat.tool_detect import detect_tool_format
 from mlxd.engine.chat.reasoning import THINK_TAGS, ReasoningFormat, Tags, check_reasoning_format
 from mlxd.engine.chat.templates import ChatTemplate
 from mlxd.engine.chat.workarounds import reshape

@@ -58,17 +58,18 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def _xml(open_: Callable[[str], str], close: str, js: Json, string_open: str = "", string_close: str = "",
-         json_open: Callable[[str], str] | None = None) -> Callable[[Mapping[str, Any]], str]:
-    """One element per required parameter: ``open_(name) VALUE close``."""
+def _xml(open_: Callable[[str], str], close: str | Callable[[str], str], js: Json, string_open: str = "",
+         string_close: str = "", json_open: Callable[[str], str] | None = None) -> Callable[[Mapping[str, Any]], str]:
+    """One element per required parameter: ``open_(name) VALUE close`` (``close``: text, or one per name)."""
     def params(function: Mapping[str, Any]) -> str:
         parts = []
         for name, schema in _required(function):
+            end = close(name) if callable(close) else close
             if _is_string(schema):
-                parts.append(f"{_q(open_(name) + string_open)} {_TEXT} {_q(string_close + close)}")
+                parts.append(f"{_q(open_(name) + string_open)} {_TEXT} {_q(string_close + end)}")
             else:
                 start = (json_open or open_)(name)
-                parts.append(f"{_q(start)} {js(schema)} {_q(close)}")
+                parts.append(f"{_q(start)} {js(schema)} {_q(end)}")
         return " ".join(parts) if parts else '""'
     return params
 
@@ -124,6 +125,19 @@ def call_grammar(fmt: str, function: Mapping[str, Any], m: Marker, js: Json) -> 
         head = _q(f"\n<tool_call:opensource>{name}<tool_sep:opensource>\n")
         return (f'{m("<tool_calls:opensource>")} {head} {inner} "</tool_call:opensource>\\n" '
                 f'{m("</tool_calls:opensource>")}')
+    if fmt == "kimi-k3":
+        def typed(p: str) -> str:
+            kind = dict(_required(function)).get(p, {}).get("type")
+            return f'<|open|>argument key="{p}" type="{kind if isinstance(kind, str) else "object"}"<|sep|>'
+        inner = _xml(lambda p: f'<|open|>argument key="{p}" type="string"<|sep|>', "<|close|>argument<|sep|>", js,
+                     json_open=typed)(function)
+        head = _q(f'<|open|>call tool="{name}" index="1"<|sep|>')
+        return f'{m("<|open|>tools<|sep|>")} {head} {inner} "<|close|>call<|sep|>" {m("<|close|>tools<|sep|>")}'
+    if fmt == "minimax-m3":  # every tag after the namespace token; a parameter is a tag of its own name
+        ns = "]<]minimax[>["
+        inner = _xml(lambda p: f"{ns}<{p}>", lambda p: f"{ns}</{p}>", js)(function)
+        return (f'{m(ns)} {m("<tool_call>")} {_q(chr(10) + ns + f"<invoke name={_q(name)}>")} {inner} '
+                f'{_q(ns + "</invoke>" + chr(10))} {m(ns)} {m("</tool_call>")}')
     if fmt == "minicpm5":
         inner = _xml(lambda p: f'<param name="{p}">', "</param>", js)(function)
         return f'{m("<function name=")} {_q(_q(name) + ">")} {inner} {m("</function>")}'

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mlxd.engine.chat.call_deltas import CallDeltas
-from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools, detect_tool_format
+from mlxd.engine.chat.call_deltas import CallDeltas, time_to_view
+from mlxd.engine.chat.formats import FORMATS, HERMES, ToolFormat, Tools
+from mlxd.engine.chat.tool_detect import detect_tool_format
 from mlxd.engine.chat.reasoning import WHITESPACE, partial_tag_suffix
 from mlxd.engine.chat.tool_types import ToolCall, ToolCallDelta, new_tool_call_id
 
@@ -85,6 +86,7 @@ class ToolCallStream:
         self._held = ""  # undecided text: trailing whitespace, a partial marker, or an open region
         self._gap = ""  # whitespace before an open region, dropped if the region turns out to be calls
         self._searched = 0  # how much of a held region is known to hold no closing marker
+        self._viewed = 0  # how much of the held region its last view read
 
     @property
     def in_tool_call(self) -> bool:
@@ -138,8 +140,10 @@ class ToolCallStream:
                 else:
                     self._held = text
                     self._searched = len(text)
-                    if self._stream_arguments:
-                        calls += self._calls.view(fmt.view(text[len(fmt.start):], self._tools))
+                    if self._stream_arguments and time_to_view(len(text), self._viewed):
+                        self._viewed = len(text)
+                        body = text[len(fmt.start):]
+                        calls += self._calls.view(fmt.view(body, self._tools), fmt.ids(body) if fmt.ids else ())
                 break
             body_end, region_end = ends
             body = text[len(fmt.start):body_end]
@@ -151,9 +155,10 @@ class ToolCallStream:
                 self._calls.abandon()
                 self._state = self._TEXT
             else:
-                calls += self._calls.close(parsed)
+                calls += self._calls.close(parsed, fmt.ids(body) if fmt.ids else ())
                 self._state = self._AFTER_CALL
             self._gap = ""
             self._searched = 0
+            self._viewed = 0
             text = text[region_end:]
         return "".join(content), calls
