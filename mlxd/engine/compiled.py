@@ -22,6 +22,7 @@ cannot be traced this way (they read the position as a Python int) decode uncomp
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 import mlx.core as mx
@@ -38,6 +39,11 @@ STEP = 256  # capacity bucket of the KV buffers, as mlx-lm's KVCache.step
 # at 32), while every row count is a trace of its own per capacity bucket (a 28-layer model takes tens of ms to
 # trace): beyond 16 rows a trace would cost more than it saves.
 MAX_ROWS = 16
+
+# mlx keeps its compiled traces in one process-wide map without a lock of its own, and a daemon may run several
+# model workers at once (a pool of models, a swap whose new model loads before the old one drains): a compiled
+# call (a lookup, and a trace on a miss) holds this lock. The call only builds the graph; evaluation runs outside.
+_TRACES = threading.Lock()
 
 _SOLO = (KVCache, TypedKV)
 _ROWS = (BatchKVCache, TypedBatchKV)
@@ -142,7 +148,9 @@ class CompiledStep:
         offset = cache[0].offset
         for c in cache:
             _grow(c, c.offset)
-        out = self._solo(tokens, mx.array(offset, dtype=mx.int32), *[a for c in cache for a in (c.keys, c.values)])
+        kv = [a for c in cache for a in (c.keys, c.values)]
+        with _TRACES:
+            out = self._solo(tokens, mx.array(offset, dtype=mx.int32), *kv)
         for i, c in enumerate(cache):
             c.keys, c.values = out[1 + 2 * i], out[2 + 2 * i]
             c.offset += 1
@@ -153,8 +161,9 @@ class CompiledStep:
         for c in cache:
             _grow(c, c._idx)
         idx = mx.array(first._idx, dtype=mx.int32)
-        out = self._rows(tokens, idx, first.offset, first.left_padding,
-                         *[a for c in cache for a in (c.keys, c.values)])
+        kv = [a for c in cache for a in (c.keys, c.values)]
+        with _TRACES:
+            out = self._rows(tokens, idx, first.offset, first.left_padding, *kv)
         moved = out[1]
         for i, c in enumerate(cache):
             c.keys, c.values = out[2 + 2 * i], out[3 + 2 * i]
