@@ -8,7 +8,9 @@ not two runs minutes apart). No worker thread, no HTTP; prompts count towards bo
   greedy, at each ``--streams`` count, on ``CHECKPOINT`` (default: the synthetic ``tiny``);
 - ``never``: the passthrough target of bench_spec (``tiny`` with 30 do-nothing layers) without a draft and with a
   draft that never agrees (``tiny``, seed 1), 8 streams, ``--rounds`` rounds of requests after one warm-up round,
-  the draft's adaptive length carrying over from round to round as in a serving worker.
+  the draft's adaptive length carrying over from round to round as in a serving worker;
+- ``self``: the same target without a draft and with the self-speculative draft (``tiny``, which always agrees),
+  at 1 and 8 streams.
 
 Prints one JSON document. Not part of the test suite.
 """
@@ -82,11 +84,13 @@ def compiled_figures(loaded: Any, streams: list[int], tokens: int, block: int) -
     return out
 
 
-def never_figures(tokens: int, rounds: int, block: int, streams: int = 8) -> dict[str, Any]:
+def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int) -> dict[str, Any]:
+    """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing)."""
     target = load_model(synthetic_checkpoint("tiny", passthrough=30))
-    stranger = load_model(synthetic_checkpoint("tiny", seed=1))
+    other = load_model(synthetic_checkpoint("tiny", seed=seed) if seed else synthetic_checkpoint("tiny"))
+    name = "never" if seed else "self"
     scheds = {"none": scheduler(target, streams, 32 + tokens + 64),
-              "never": scheduler(target, streams, 32 + tokens + 64, draft=stranger)}
+              name: scheduler(target, streams, 32 + tokens + 64, draft=other)}
     total = {k: 0.0 for k in scheds}
     for rnd in range(rounds + 1):
         for s in scheds.values():
@@ -94,11 +98,11 @@ def never_figures(tokens: int, rounds: int, block: int, streams: int = 8) -> dic
         spent = take_turns(scheds, block)
         if rnd:  # round 0 is the warm-up
             total = {k: total[k] + spent[k] for k in scheds}
-    stats = scheds["never"].spec_stats
+    stats = scheds[name].spec_stats
     out = {f"{k}_s": round(v, 2) for k, v in total.items()}
-    out.update(never_over_none_time=round(total["never"] / total["none"], 3), drafted=stats.drafted,
-               accepted=stats.accepted, speculative_steps=stats.steps)
-    print("never", out, flush=True)
+    out.update({f"{name}_over_none_time": round(total[name] / total["none"], 3), "drafted": stats.drafted,
+                "accepted": stats.accepted, "speculative_steps": stats.steps})
+    print(name, streams, out, flush=True)
     return out
 
 
@@ -109,7 +113,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--block", type=int, default=16, help="steps per turn")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing figure")
-    ap.add_argument("--only", choices=("compiled", "never"))
+    ap.add_argument("--only", choices=("compiled", "never", "self"))
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -119,8 +123,12 @@ def main(argv: list[str]) -> int:
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
                                                   args.block)
-        if args.only != "compiled":
-            report["never_agreeing_8_streams"] = never_figures(min(args.tokens, 96), args.rounds, args.block)
+        if args.only in (None, "never"):
+            report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1)
+        if args.only in (None, "self"):
+            for n in (1, 8):
+                report[f"self_speculative_{n}_streams"] = draft_figures(min(args.tokens, 96), args.rounds,
+                                                                        args.block, n, 0)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps(report, indent=1))

@@ -62,8 +62,9 @@ class _Solo:
         return self.keys, self.values
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
-        """Every position up to the one just written (one query per row)."""
-        return (mx.arange(self.keys.shape[2]) <= self.offset)[None, None, None, :]
+        """Query q (of ``n`` new positions) sees every position up to its own, as mlx-lm's causal mask."""
+        cols = mx.arange(self.keys.shape[2])[None]
+        return (cols <= self.offset + mx.arange(n)[:, None])[None, None]
 
 
 class _Rows(_Solo):
@@ -80,18 +81,18 @@ class _Rows(_Solo):
         return self.keys, self.values
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
-        """As mlx-lm's batch mask for one query: each row's own positions, not its left padding."""
-        cols = mx.arange(self.keys.shape[2])[None]
-        keep = (cols <= self.idx) & (self.left_padding[:, None] <= cols)
-        return keep[:, None, None, :]
+        """As mlx-lm's batch mask: each row's own positions up to the query's, not its left padding."""
+        cols = mx.arange(self.keys.shape[2])[None, None]
+        keep = (cols <= self.idx + mx.arange(n)[None, :, None]) & (self.left_padding[:, None, None] <= cols)
+        return keep[:, None]
 
 
-def _grow(cache: Any, used: int) -> None:
-    """Give the buffer room for one more entry, its capacity a multiple of STEP (one trace per bucket)."""
+def _grow(cache: Any, used: int, n: int) -> None:
+    """Give the buffer room for ``n`` more entries, its capacity a multiple of STEP (one trace per bucket)."""
     cap = cache.keys.shape[2]
-    if used < cap and cap % STEP == 0:
+    if used + n <= cap and cap % STEP == 0:
         return
-    want = (used // STEP + 1) * STEP
+    want = ((used + n - 1) // STEP + 1) * STEP
     for name in ("keys", "values"):
         buf = getattr(cache, name)
         b, h, _, d = buf.shape
@@ -102,38 +103,50 @@ def _grow(cache: Any, used: int) -> None:
 
 
 class CompiledStep:
-    """The compiled one-token forward pass of one model; ``__call__`` answers None where it does not apply."""
+    """The compiled forward pass of one model over a few new tokens per row (a decode step, a speculative
+    verification or a draft's step); calls answer None where it does not apply."""
 
     def __init__(self, model: Callable[..., mx.array]) -> None:
         self.model = model
         self.enabled = True
         self.steps = 0  # compiled steps run (for tests and benchmarks)
-        self._solo = mx.compile(self._solo_step)
-        self._rows = mx.compile(self._rows_step)
+        # One compiled function per cache kind and per output (the last position's logits or every position's):
+        # a trace is keyed by its inputs' shapes only, so what differs in Python must differ by function.
+        self._fns = {(kind, last): mx.compile(self._traced(kind, last)) for kind in ("solo", "rows")
+                     for last in (True, False)}
 
-    def _solo_step(self, tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
-        caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
-        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
-        return [logits] + [a for c in caches for a in (c.keys, c.values)]
+    def _traced(self, kind: str, last: bool) -> Callable[..., list[mx.array]]:
+        def solo(tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
+            caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
+            logits = self.model(tokens, cache=caches)
+            return [logits[:, -1, :] if last else logits] + [a for c in caches for a in (c.keys, c.values)]
 
-    def _rows_step(self, tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array,
-                   *kv: mx.array) -> list[mx.array]:
-        # Every layer's batched cache holds the same offsets and padding (they move together), so the first
-        # layer's stand for all of them; and all take the moved offsets back.
-        caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
-        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
-        return [logits, offset + 1] + [a for c in caches for a in (c.keys, c.values)]
+        def rows(tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array, *kv: mx.array) -> list[mx.array]:
+            # Every layer's batched cache holds the same offsets and padding (they move together), so the first
+            # layer's stand for all of them, and all take the moved offsets back.
+            caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
+            logits = self.model(tokens, cache=caches)
+            return [logits[:, -1, :] if last else logits, offset + tokens.shape[1]] + [
+                a for c in caches for a in (c.keys, c.values)]
+
+        return solo if kind == "solo" else rows
 
     def __call__(self, tokens: mx.array, cache: list[Any]) -> mx.array | None:
         """The logits [B, V] of one step on ``tokens`` [B], the caches moved on by one; None: run it uncompiled."""
-        if not self.enabled or not cache or tokens.shape[0] > MAX_ROWS or any(c.keys is None for c in cache):
+        return self.forward(tokens[:, None], cache, last=True)
+
+    def forward(self, tokens: mx.array, cache: list[Any], last: bool = False) -> mx.array | None:
+        """The logits [B, N, V] (``last``: [B, V]) of ``tokens`` [B, N], the caches moved on by N; None: run it
+        uncompiled."""
+        if (not self.enabled or not cache or tokens.shape[0] > MAX_ROWS
+                or any(c.keys is None or getattr(c, "_right_padding", None) is not None for c in cache)):
             return None
         kinds = {type(c) for c in cache}
         try:
             if kinds <= set(_SOLO):
-                logits = self._step_solo(tokens, cache)
+                logits = self._step_solo(tokens, cache, last)
             elif kinds <= set(_ROWS):
-                logits = self._step_rows(tokens, cache)
+                logits = self._step_rows(tokens, cache, last)
             else:
                 return None
             self.steps += 1
@@ -144,30 +157,30 @@ class CompiledStep:
             self.enabled = False
         return None
 
-    def _step_solo(self, tokens: mx.array, cache: list[Any]) -> mx.array:
-        offset = cache[0].offset
+    def _step_solo(self, tokens: mx.array, cache: list[Any], last: bool) -> mx.array:
+        n, offset = tokens.shape[1], cache[0].offset
         for c in cache:
-            _grow(c, c.offset)
+            _grow(c, c.offset, n)
         kv = [a for c in cache for a in (c.keys, c.values)]
         with _TRACES:
-            out = self._solo(tokens, mx.array(offset, dtype=mx.int32), *kv)
+            out = self._fns[("solo", last)](tokens, mx.array(offset, dtype=mx.int32), *kv)
         for i, c in enumerate(cache):
             c.keys, c.values = out[1 + 2 * i], out[2 + 2 * i]
-            c.offset += 1
+            c.offset += n
         return out[0]
 
-    def _step_rows(self, tokens: mx.array, cache: list[Any]) -> mx.array:
-        first = cache[0]
+    def _step_rows(self, tokens: mx.array, cache: list[Any], last: bool) -> mx.array:
+        n, first = tokens.shape[1], cache[0]
         for c in cache:
-            _grow(c, c._idx)
+            _grow(c, c._idx, n)
         idx = mx.array(first._idx, dtype=mx.int32)
         kv = [a for c in cache for a in (c.keys, c.values)]
         with _TRACES:
-            out = self._rows(tokens, idx, first.offset, first.left_padding, *kv)
+            out = self._fns[("rows", last)](tokens, idx, first.offset, first.left_padding, *kv)
         moved = out[1]
         for i, c in enumerate(cache):
             c.keys, c.values = out[2 + 2 * i], out[3 + 2 * i]
-            c._idx += 1
+            c._idx += n
             # One array for all layers is safe: BatchKVCache rebinds its offsets, never updates them in place.
             c.offset = moved
         return out[0]

@@ -31,6 +31,7 @@ from mlxd.engine import kv_types
 from mlxd.engine import readback
 from mlxd.engine import speculative_sampling as rs
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.slots import Slot
 
@@ -87,6 +88,9 @@ class Speculating:
     _retire: Callable[[list[int]], None]
     _settle: Callable[[], None]
     _bias_for: Callable[[list[Any], int], mx.array | None]
+    compiled: CompiledStep | None
+    compiled_draft: CompiledStep | None
+    lora: Any
 
     def _speculate(self) -> bool:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""
@@ -108,10 +112,10 @@ class Speculating:
         self._sync_draft_rows()
         self._steps += 1
         pending = batch.tokens
-        assert pending is not None and self._draft_rows.cache is not None
+        assert pending is not None and self._draft_rows.cache is not None and batch.cache is not None
         drafts, probs, qs = self._draft(pending, k, sampled)
         verify = mx.concatenate([pending[:, None].astype(mx.uint32), drafts], axis=1)
-        logits = self.model(verify, cache=batch.cache)
+        logits = self._pass(self.compiled, self.model, verify, batch.cache)
         rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
         bias = self._bias_for([s.seq for s in batch.slots], logits.shape[-1])
         if bias is not None:
@@ -174,6 +178,16 @@ class Speculating:
             self._retire(done)
         return True
 
+    def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
+              last: bool = False) -> mx.array:
+        """``model`` on ``tokens`` [B, N]: every position's logits (``last``: the last one's), compiled where it
+        applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
+        out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
+        if out is not None:
+            return out
+        logits = model(tokens, cache=cache)
+        return logits[:, -1, :] if last else logits
+
     def _adapt(self, accepted: int, drafted: int) -> None:
         """Grow k while the batch accepts every proposal, shrink it while it accepts fewer than half."""
         k = max(1, self._spec_k)
@@ -196,7 +210,7 @@ class Speculating:
         lags = [_live(s).all_tokens[n : _live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
         if longest == 1:
-            logits = self.draft(pending[:, None], cache=rows.cache)[:, -1, :]
+            logits = self._pass(self.compiled_draft, self.draft, pending[:, None], rows.cache, last=True)
         else:
             pads = [longest - 1 - len(lag) for lag in lags]
             pending_host = readback.ints(pending)
@@ -226,7 +240,8 @@ class Speculating:
             if want_p:
                 probs.append(mx.softmax(logits.astype(mx.float32), axis=-1).max(axis=-1))
             if j + 1 < k:
-                logits = self.draft(token[:, None].astype(mx.uint32), cache=rows.cache)[:, -1, :]
+                logits = self._pass(self.compiled_draft, self.draft, token[:, None].astype(mx.uint32), rows.cache,
+                                    last=True)
         drafts = mx.stack(out, axis=1).astype(mx.uint32)
         return drafts, (mx.stack(probs, axis=1) if want_p else None), qs
 
