@@ -1,5 +1,6 @@
-"""The decode step's forward pass through ``mx.compile``: one token per row of the decode batch, on the batch's own
-KV caches, with shapes bucketed so that recompiles stay rare.
+"""The decode step's forward pass through ``mx.compile``: one token per row of the decode batch (or a few: the
+speculative verification and the draft's steps), on the batch's own KV caches, with shapes bucketed so that
+recompiles stay rare.
 
 A one-token step of a small model is mostly per-operation host work (the graph built in Python, one dispatch per
 operation); a compiled step is one call that replays a traced graph with its elementwise runs fused. mlx-lm's
@@ -7,14 +8,15 @@ caches cannot be traced as they are: their write position and the length they ha
 which a trace would bake in (one compile per step). Here the step sees stand-ins for the caches (``_Solo``,
 ``_Rows``) whose position is an array input: the keys and values are written into the cache's preallocated
 buffer with ``slice_update`` and attention reads the whole buffer, the positions past the write hidden by a mask.
-The trace then depends only on the batch size and the buffer's capacity, which grows in steps of 256 (mlx-lm's
+The trace then depends only on the batch size, the new tokens per row and the buffer's capacity, which grows in steps of 256 (mlx-lm's
 own ``KVCache.step``), so a stream recompiles once per 256 tokens of context and the batch once per row count it
 has not had at that capacity, each new shape costing one trace of the model (compiled traces are kept by shape);
 batches above ``MAX_ROWS`` rows decode uncompiled, where compiling stops paying.
 
 The real caches stay mlx-lm's ``KVCache`` / ``BatchKVCache`` (or mlxd's dtype-typed ones) throughout: after the
-call their buffers are the step's outputs and their positions move on by one, so prompt processing, merging,
-filtering, extraction, speculative verification and the prompt cache see nothing new. Quantized, sliding-window
+call their buffers are the step's outputs and their positions move on by the tokens fed, so prompt processing,
+merging, filtering, extraction, the speculative roll-back and the prompt cache see nothing new (a cache that
+carries right padding, mid-prefill, is left to the uncompiled pass). Quantized, sliding-window
 and recurrent caches, LoRA adapters (their scales are Python numbers a trace would keep) and a model whose layers
 cannot be traced this way (they read the position as a Python int) decode uncompiled.
 """
