@@ -48,23 +48,28 @@ def decode_rate(worker: ModelWorker, requests: list[GenerationRequest]) -> float
 def measure(model: Any, drafts: dict[str, Any], streams: int, tokens: int, repeat: int,
             length: int = 32) -> dict[str, tuple[float, dict[str, Any] | None]]:
     """Median decode rate per draft (None: no draft), the configurations taking turns round by round so that a
-    shared machine's drift falls on all of them alike."""
-    workers = {name: ModelWorker(model, WorkerSettings(ctx_size=streams * (length + tokens + 64), parallel=streams),
-                                 draft=d) for name, d in drafts.items()}
-    try:
-        for w in workers.values():
-            w.start()
-        requests = _requests(model, streams, length, tokens)
-        for w in workers.values():
-            decode_rate(w, requests)  # untimed: kernels for these shapes
-        rates: dict[str, list[float]] = {name: [] for name in workers}
-        for _ in range(repeat):
-            for name, w in workers.items():
+    shared machine's drift falls on all of them alike.
+
+    One worker lives at a time: each turn starts its configuration's worker, runs one untimed round (kernels and
+    compiled steps for these shapes) and one timed round, and stops it. With two pinned workers alive in one
+    process (``--worker-affinity auto``) whichever started second decoded 4 to 7 times slower, whatever its
+    draft, which is what this benchmark's never-agreeing figure measured before (docs/benchmarks.md section 7).
+    """
+    requests = _requests(model, streams, length, tokens)
+    rates: dict[str, list[float]] = {name: [] for name in drafts}
+    info: dict[str, dict[str, Any] | None] = {}
+    for _ in range(repeat):
+        for name, draft in drafts.items():
+            w = ModelWorker(model, WorkerSettings(ctx_size=streams * (length + tokens + 64), parallel=streams),
+                            draft=draft)
+            try:
+                w.start()
+                decode_rate(w, requests)  # untimed
                 rates[name].append(decode_rate(w, requests))
-        return {name: (statistics.median(rates[name]), w.speculative_info()) for name, w in workers.items()}
-    finally:
-        for w in workers.values():
-            w.stop(0.0)
+                info[name] = w.speculative_info()
+            finally:
+                w.stop(0.0)
+    return {name: (statistics.median(rates[name]), info[name]) for name in drafts}
 
 
 def kv_depth(model: Any, kind: str, prompt: int, tokens: int) -> dict[str, float]:

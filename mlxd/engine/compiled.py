@@ -1,5 +1,6 @@
-"""The decode step's forward pass through ``mx.compile``: one token per row of the decode batch, on the batch's own
-KV caches, with shapes bucketed so that recompiles stay rare.
+"""The decode step's forward pass through ``mx.compile``: one token per row of the decode batch (or a few: the
+speculative verification and the draft's steps), on the batch's own KV caches, with shapes bucketed so that
+recompiles stay rare.
 
 A one-token step of a small model is mostly per-operation host work (the graph built in Python, one dispatch per
 operation); a compiled step is one call that replays a traced graph with its elementwise runs fused. mlx-lm's
@@ -7,13 +8,15 @@ caches cannot be traced as they are: their write position and the length they ha
 which a trace would bake in (one compile per step). Here the step sees stand-ins for the caches (``_Solo``,
 ``_Rows``) whose position is an array input: the keys and values are written into the cache's preallocated
 buffer with ``slice_update`` and attention reads the whole buffer, the positions past the write hidden by a mask.
-The trace then depends only on the batch size and the buffer's capacity, which grows in steps of 256 (mlx-lm's
-own ``KVCache.step``), so a stream recompiles once per 256 tokens of context and the batch once per change of its
-row count, each new shape costing one trace of the model (compiled traces are kept by shape).
+The trace then depends only on the batch size, the new tokens per row and the buffer's capacity, which grows in steps of 256 (mlx-lm's
+own ``KVCache.step``), so a stream recompiles once per 256 tokens of context and the batch once per row count it
+has not had at that capacity, each new shape costing one trace of the model (compiled traces are kept by shape);
+batches above ``MAX_ROWS`` rows decode uncompiled, where compiling stops paying.
 
 The real caches stay mlx-lm's ``KVCache`` / ``BatchKVCache`` (or mlxd's dtype-typed ones) throughout: after the
-call their buffers are the step's outputs and their positions move on by one, so prompt processing, merging,
-filtering, extraction, speculative verification and the prompt cache see nothing new. Quantized, sliding-window
+call their buffers are the step's outputs and their positions move on by the tokens fed, so prompt processing,
+merging, filtering, extraction, the speculative roll-back and the prompt cache see nothing new (a cache that
+carries right padding, mid-prefill, is left to the uncompiled pass). Quantized, sliding-window
 and recurrent caches, LoRA adapters (their scales are Python numbers a trace would keep) and a model whose layers
 cannot be traced this way (they read the position as a Python int) decode uncompiled.
 """
@@ -21,6 +24,7 @@ cannot be traced this way (they read the position as a Python int) decode uncomp
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Callable
 
 import mlx.core as mx
@@ -31,6 +35,17 @@ from mlxd.engine.kv_types import TypedBatchKV, TypedKV
 log = logging.getLogger("mlxd.engine.compiled")
 
 STEP = 256  # capacity bucket of the KV buffers, as mlx-lm's KVCache.step
+
+# Rows above which the step runs uncompiled. The gain falls as the batch grows and the step's arithmetic outweighs
+# its per-operation work (bench_step on tiny-llama, shared machine: 1.76x at 1 row, 1.30x at 8, 1.09x at 16, 1.02x
+# at 32), while every row count is a trace of its own per capacity bucket (a 28-layer model takes tens of ms to
+# trace): beyond 16 rows a trace would cost more than it saves.
+MAX_ROWS = 16
+
+# mlx keeps its compiled traces in one process-wide map without a lock of its own, and a daemon may run several
+# model workers at once (a pool of models, a swap whose new model loads before the old one drains): a compiled
+# call (a lookup, and a trace on a miss) holds this lock. The call only builds the graph; evaluation runs outside.
+_TRACES = threading.Lock()
 
 _SOLO = (KVCache, TypedKV)
 _ROWS = (BatchKVCache, TypedBatchKV)
@@ -49,8 +64,9 @@ class _Solo:
         return self.keys, self.values
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
-        """Every position up to the one just written (one query per row)."""
-        return (mx.arange(self.keys.shape[2]) <= self.offset)[None, None, None, :]
+        """Query q (of ``n`` new positions) sees every position up to its own, as mlx-lm's causal mask."""
+        cols = mx.arange(self.keys.shape[2])[None]
+        return (cols <= self.offset + mx.arange(n)[:, None])[None, None]
 
 
 class _Rows(_Solo):
@@ -67,18 +83,18 @@ class _Rows(_Solo):
         return self.keys, self.values
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
-        """As mlx-lm's batch mask for one query: each row's own positions, not its left padding."""
-        cols = mx.arange(self.keys.shape[2])[None]
-        keep = (cols <= self.idx) & (self.left_padding[:, None] <= cols)
-        return keep[:, None, None, :]
+        """As mlx-lm's batch mask: each row's own positions up to the query's, not its left padding."""
+        cols = mx.arange(self.keys.shape[2])[None, None]
+        keep = (cols <= self.idx + mx.arange(n)[None, :, None]) & (self.left_padding[:, None, None] <= cols)
+        return keep[:, None]
 
 
-def _grow(cache: Any, used: int) -> None:
-    """Give the buffer room for one more entry, its capacity a multiple of STEP (one trace per bucket)."""
+def _grow(cache: Any, used: int, n: int) -> None:
+    """Give the buffer room for ``n`` more entries, its capacity a multiple of STEP (one trace per bucket)."""
     cap = cache.keys.shape[2]
-    if used < cap and cap % STEP == 0:
+    if used + n <= cap and cap % STEP == 0:
         return
-    want = (used // STEP + 1) * STEP
+    want = ((used + n - 1) // STEP + 1) * STEP
     for name in ("keys", "values"):
         buf = getattr(cache, name)
         b, h, _, d = buf.shape
@@ -89,38 +105,50 @@ def _grow(cache: Any, used: int) -> None:
 
 
 class CompiledStep:
-    """The compiled one-token forward pass of one model; ``__call__`` answers None where it does not apply."""
+    """The compiled forward pass of one model over a few new tokens per row (a decode step, a speculative
+    verification or a draft's step); calls answer None where it does not apply."""
 
     def __init__(self, model: Callable[..., mx.array]) -> None:
         self.model = model
         self.enabled = True
         self.steps = 0  # compiled steps run (for tests and benchmarks)
-        self._solo = mx.compile(self._solo_step)
-        self._rows = mx.compile(self._rows_step)
+        # One compiled function per cache kind and per output (the last position's logits or every position's):
+        # a trace is keyed by its inputs' shapes only, so what differs in Python must differ by function.
+        self._fns = {(kind, last): mx.compile(self._traced(kind, last)) for kind in ("solo", "rows")
+                     for last in (True, False)}
 
-    def _solo_step(self, tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
-        caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
-        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
-        return [logits] + [a for c in caches for a in (c.keys, c.values)]
+    def _traced(self, kind: str, last: bool) -> Callable[..., list[mx.array]]:
+        def solo(tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
+            caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
+            logits = self.model(tokens, cache=caches)
+            return [logits[:, -1, :] if last else logits] + [a for c in caches for a in (c.keys, c.values)]
 
-    def _rows_step(self, tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array,
-                   *kv: mx.array) -> list[mx.array]:
-        # Every layer's batched cache holds the same offsets and padding (they move together), so the first
-        # layer's stand for all of them; and all take the moved offsets back.
-        caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
-        logits = self.model(tokens[:, None], cache=caches)[:, -1, :]
-        return [logits, offset + 1] + [a for c in caches for a in (c.keys, c.values)]
+        def rows(tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array, *kv: mx.array) -> list[mx.array]:
+            # Every layer's batched cache holds the same offsets and padding (they move together), so the first
+            # layer's stand for all of them, and all take the moved offsets back.
+            caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
+            logits = self.model(tokens, cache=caches)
+            return [logits[:, -1, :] if last else logits, offset + tokens.shape[1]] + [
+                a for c in caches for a in (c.keys, c.values)]
+
+        return solo if kind == "solo" else rows
 
     def __call__(self, tokens: mx.array, cache: list[Any]) -> mx.array | None:
         """The logits [B, V] of one step on ``tokens`` [B], the caches moved on by one; None: run it uncompiled."""
-        if not self.enabled or not cache or any(c.keys is None for c in cache):
+        return self.forward(tokens[:, None], cache, last=True)
+
+    def forward(self, tokens: mx.array, cache: list[Any], last: bool = False) -> mx.array | None:
+        """The logits [B, N, V] (``last``: [B, V]) of ``tokens`` [B, N], the caches moved on by N; None: run it
+        uncompiled."""
+        if (not self.enabled or not cache or tokens.shape[0] > MAX_ROWS
+                or any(c.keys is None or getattr(c, "_right_padding", None) is not None for c in cache)):
             return None
         kinds = {type(c) for c in cache}
         try:
             if kinds <= set(_SOLO):
-                logits = self._step_solo(tokens, cache)
+                logits = self._step_solo(tokens, cache, last)
             elif kinds <= set(_ROWS):
-                logits = self._step_rows(tokens, cache)
+                logits = self._step_rows(tokens, cache, last)
             else:
                 return None
             self.steps += 1
@@ -131,27 +159,30 @@ class CompiledStep:
             self.enabled = False
         return None
 
-    def _step_solo(self, tokens: mx.array, cache: list[Any]) -> mx.array:
-        offset = cache[0].offset
+    def _step_solo(self, tokens: mx.array, cache: list[Any], last: bool) -> mx.array:
+        n, offset = tokens.shape[1], cache[0].offset
         for c in cache:
-            _grow(c, c.offset)
-        out = self._solo(tokens, mx.array(offset, dtype=mx.int32), *[a for c in cache for a in (c.keys, c.values)])
+            _grow(c, c.offset, n)
+        kv = [a for c in cache for a in (c.keys, c.values)]
+        with _TRACES:
+            out = self._fns[("solo", last)](tokens, mx.array(offset, dtype=mx.int32), *kv)
         for i, c in enumerate(cache):
             c.keys, c.values = out[1 + 2 * i], out[2 + 2 * i]
-            c.offset += 1
+            c.offset += n
         return out[0]
 
-    def _step_rows(self, tokens: mx.array, cache: list[Any]) -> mx.array:
-        first = cache[0]
+    def _step_rows(self, tokens: mx.array, cache: list[Any], last: bool) -> mx.array:
+        n, first = tokens.shape[1], cache[0]
         for c in cache:
-            _grow(c, c._idx)
+            _grow(c, c._idx, n)
         idx = mx.array(first._idx, dtype=mx.int32)
-        out = self._rows(tokens, idx, first.offset, first.left_padding,
-                         *[a for c in cache for a in (c.keys, c.values)])
+        kv = [a for c in cache for a in (c.keys, c.values)]
+        with _TRACES:
+            out = self._fns[("rows", last)](tokens, idx, first.offset, first.left_padding, *kv)
         moved = out[1]
         for i, c in enumerate(cache):
             c.keys, c.values = out[2 + 2 * i], out[3 + 2 * i]
-            c._idx += 1
+            c._idx += n
             # One array for all layers is safe: BatchKVCache rebinds its offsets, never updates them in place.
             c.offset = moved
         return out[0]

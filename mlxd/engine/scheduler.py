@@ -129,6 +129,7 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         # The decode step through mx.compile (engine.compiled); not for a model that computes positions from the
         # decode batch's own cache list (the multimodal text view's per-row shifts), which the trace replaces.
         self.compiled = None if hasattr(model, "row_shift") else CompiledStep(model)
+        self.compiled_draft = CompiledStep(draft) if draft is not None else None  # its one-token draft steps
         self.decodes = DecodeCounter()  # forward passes, for /metrics' n_decode_total
         self._end_reasoning_on_start: set[int] = set()  # id_task of waiting requests asked to end reasoning
         # The decode batch's bias rows, rebuilt when its rows change: (the rows' sequences, width, [B, V] or None).

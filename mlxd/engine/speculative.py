@@ -31,6 +31,7 @@ from mlxd.engine import kv_types, ngram_draft
 from mlxd.engine import readback
 from mlxd.engine import speculative_sampling as rs
 from mlxd.engine.batch import DecodeBatch
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.ngram_draft import NgramConfig
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.slots import Slot
@@ -89,6 +90,9 @@ class Speculating:
     _retire: Callable[[list[int]], None]
     _settle: Callable[[], None]
     _bias_for: Callable[[list[Any], int], mx.array | None]
+    compiled: CompiledStep | None
+    compiled_draft: CompiledStep | None
+    lora: Any
 
     def _speculate(self) -> bool:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""
@@ -115,7 +119,7 @@ class Speculating:
         self._sync_draft_rows()
         self._steps += 1
         pending = batch.tokens
-        assert pending is not None and self._draft_rows.cache is not None
+        assert pending is not None and self._draft_rows.cache is not None and batch.cache is not None
         drafts, probs, qs = self._draft(pending, k, sampled)
         targets, rows = self._verify(pending, drafts, sampled)
         outs: list[Any] = [drafts, targets] + ([probs] if probs is not None else []) + ([rows] if sampled else [])
@@ -158,7 +162,7 @@ class Speculating:
             self._settle()
             if not len(batch):
                 return True
-        proposals = []
+        proposals, rooms = [], []
         for slot in batch.slots:
             seq = _live(slot)
             tokens = seq.all_tokens  # the cached tokens, then the pending one
@@ -167,9 +171,13 @@ class Speculating:
             if seq.n_remain > 0:
                 room = min(room, seq.n_remain - 1)
             proposals.append(ngram_draft.propose(tokens[:-1], tokens[-1], cfg, room))
+            rooms.append(room)
         k = max(len(p) for p in proposals)
         if k == 0:
             return False
+        # The verification pass is compiled per shape: k padded to a power of two keeps the traces few (the padding
+        # is offered by no row, and fits where the longest proposal's row has room).
+        k = min(1 << (k - 1).bit_length(), max(rooms))
         self._steps += 1
         pending = batch.tokens
         assert pending is not None
@@ -191,7 +199,8 @@ class Speculating:
         """The target's pass over each row's pending token and its proposals [B, k + 1]: its argmax per position
         (with the rows' bias), and the sampling rows' float32 logits (None when no row samples)."""
         verify = mx.concatenate([pending[:, None].astype(mx.uint32), drafts], axis=1)
-        logits = self.model(verify, cache=self.batch.cache)
+        assert self.batch.cache is not None
+        logits = self._pass(self.compiled, self.model, verify, self.batch.cache)
         rows = logits[mx.array(sampled)].astype(mx.float32) if sampled else None
         bias = self._bias_for([s.seq for s in self.batch.slots], logits.shape[-1])
         if bias is not None:
@@ -238,6 +247,16 @@ class Speculating:
         self.spec_stats.steps += 1
         return keep, done, accepted
 
+    def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
+              last: bool = False) -> mx.array:
+        """``model`` on ``tokens`` [B, N]: every position's logits (``last``: the last one's), compiled where it
+        applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
+        out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
+        if out is not None:
+            return out
+        logits = model(tokens, cache=cache)
+        return logits[:, -1, :] if last else logits
+
     def _adapt(self, accepted: int, drafted: int) -> None:
         """Grow k while the batch accepts every proposal, shrink it while it accepts fewer than half."""
         k = max(1, self._spec_k)
@@ -260,7 +279,7 @@ class Speculating:
         lags = [_live(s).all_tokens[n : _live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
         if longest == 1:
-            logits = self.draft(pending[:, None], cache=rows.cache)[:, -1, :]
+            logits = self._pass(self.compiled_draft, self.draft, pending[:, None], rows.cache, last=True)
         else:
             pads = [longest - 1 - len(lag) for lag in lags]
             pending_host = readback.ints(pending)
@@ -290,7 +309,8 @@ class Speculating:
             if want_p:
                 probs.append(mx.softmax(logits.astype(mx.float32), axis=-1).max(axis=-1))
             if j + 1 < k:
-                logits = self.draft(token[:, None].astype(mx.uint32), cache=rows.cache)[:, -1, :]
+                logits = self._pass(self.compiled_draft, self.draft, token[:, None].astype(mx.uint32), rows.cache,
+                                    last=True)
         drafts = mx.stack(out, axis=1).astype(mx.uint32)
         return drafts, (mx.stack(probs, axis=1) if want_p else None), qs
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.scheduler import Scheduler
 from mlxd.engine.types import ErrorEvent, FinalEvent, TokenEvent
@@ -112,3 +110,15 @@ def test_n_predict_and_cancel_with_the_look_ahead_step(tiny_model, make_schedule
     sched.add(again)
     run_until(sched, lambda: sched.idle)
     assert final(again).tokens == alone[0]  # the freed slot serves the next request as before
+
+
+def test_two_workers_decoding_at_once_keep_their_tokens(tiny_model, make_worker) -> None:
+    """Two workers of one process (a pool, or a swap whose new model loads before the old drains) trace and replay
+    their compiled steps at the same time; each request still gets its solo tokens."""
+    prompts = prompts_of(tiny_model)[:3]
+    solo = make_worker(parallel=1, cache_ram=0)
+    alone = [final(solo.submit(greedy_request(p, 48))).tokens for p in prompts]
+    first, second = make_worker(parallel=3, cache_ram=0), make_worker(parallel=3, cache_ram=0)
+    handles = [w.submit(greedy_request(p, 48)) for p in prompts for w in (first, second)]
+    assert [final(h).tokens for h in handles] == [t for t in alone for _ in range(2)]
+    assert first.scheduler.compiled.steps > 0 and second.scheduler.compiled.steps > 0

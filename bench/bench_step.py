@@ -1,0 +1,139 @@
+"""The decode step's cost, two schedulers side by side on one thread: ``python -m bench.bench_step``.
+
+Two of mlxd's schedulers, stepped by hand on mlx-lm's generation stream, take turns in blocks of ``--block``
+steps until both are idle, so that a shared machine's load falls on both alike (a figure is their time ratio,
+not two runs minutes apart). No worker thread, no HTTP; prompts count towards both alike.
+
+- ``compiled``: the decode step through ``mx.compile`` (engine.compiled) against the uncompiled forward pass,
+  greedy, at each ``--streams`` count, on ``CHECKPOINT`` (default: the synthetic ``tiny``);
+- ``never``: the passthrough target of bench_spec (``tiny`` with 30 do-nothing layers) without a draft and with a
+  draft that never agrees (``tiny``, seed 1), 8 streams, ``--rounds`` rounds of requests after one warm-up round,
+  the draft's adaptive length carrying over from round to round as in a serving worker;
+- ``self``: the same target without a draft and with the self-speculative draft (``tiny``, which always agrees),
+  at 1 and 8 streams.
+
+Prints one JSON document. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+
+from bench.bench_spec import _requests
+from mlxd.engine.detokenize import fast_decoder
+from mlxd.engine.handle import RequestHandle
+from mlxd.engine.loader import load_model
+from mlxd.engine.samplers import ChainSampling, TokenizerVocab
+from mlxd.engine.scheduler import Scheduler
+from mlxd.engine.settings import WorkerSettings
+from tests.conftest import synthetic_checkpoint
+
+
+def scheduler(loaded: Any, streams: int, n_ctx_slot: int, draft: Any = None, compiled: bool = True) -> Scheduler:
+    settings = WorkerSettings(ctx_size=streams * n_ctx_slot, parallel=streams)
+    n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)
+    vocab = TokenizerVocab(loaded.tokenizer, loaded.vocab_size, loaded.eos_token_ids)
+    s = Scheduler(loaded.model, fast_decoder(loaded.tokenizer), set(loaded.eos_token_ids), loaded.vocab_size,
+                  settings, n_ctx, ChainSampling(vocab, n_ctx), draft=draft.model if draft is not None else None)
+    if not compiled:
+        s.compiled = None
+    return s
+
+
+def take_turns(scheds: dict[str, Scheduler], block: int) -> dict[str, float]:
+    """Step every scheduler ``block`` steps in turn until all are idle; seconds each spent."""
+    spent = {k: 0.0 for k in scheds}
+    while any(not s.idle for s in scheds.values()):
+        for k, s in scheds.items():
+            t0 = time.perf_counter()
+            for _ in range(block):
+                if not s.idle:
+                    s.step()
+            spent[k] += time.perf_counter() - t0
+    return spent
+
+
+def submit(s: Scheduler, requests: list[Any], base: int) -> None:
+    for i, r in enumerate(requests):
+        s.add(RequestHandle(r, base + i, lambda h: None))
+
+
+def compiled_figures(loaded: Any, streams: list[int], tokens: int, block: int) -> dict[str, Any]:
+    out = {}
+    for n in streams:
+        requests = _requests(loaded, n, 32, tokens)
+        scheds = {"uncompiled": scheduler(loaded, n, 32 + tokens + 64, compiled=False),
+                  "compiled": scheduler(loaded, n, 32 + tokens + 64)}
+        for k, s in scheds.items():  # untimed: kernels and traces for these shapes
+            submit(s, requests, 0)
+        take_turns(scheds, block)
+        for k, s in scheds.items():
+            submit(s, requests, 100)
+        spent = take_turns(scheds, block)
+        out[str(n)] = {f"{k}_tps": round(n * tokens / v, 1) for k, v in spent.items()}
+        out[str(n)]["speedup"] = round(spent["uncompiled"] / spent["compiled"], 2)
+        print(n, out[str(n)], flush=True)
+    return out
+
+
+def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int) -> dict[str, Any]:
+    """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing)."""
+    target = load_model(synthetic_checkpoint("tiny", passthrough=30))
+    other = load_model(synthetic_checkpoint("tiny", seed=seed) if seed else synthetic_checkpoint("tiny"))
+    name = "never" if seed else "self"
+    scheds = {"none": scheduler(target, streams, 32 + tokens + 64),
+              name: scheduler(target, streams, 32 + tokens + 64, draft=other)}
+    total = {k: 0.0 for k in scheds}
+    for rnd in range(rounds + 1):
+        for s in scheds.values():
+            submit(s, _requests(target, streams, 32, tokens), 100 * rnd)
+        spent = take_turns(scheds, block)
+        if rnd:  # round 0 is the warm-up
+            total = {k: total[k] + spent[k] for k in scheds}
+    stats = scheds[name].spec_stats
+    out = {f"{k}_s": round(v, 2) for k, v in total.items()}
+    out.update({f"{name}_over_none_time": round(total[name] / total["none"], 3), "drafted": stats.drafted,
+                "accepted": stats.accepted, "speculative_steps": stats.steps})
+    print(name, streams, out, flush=True)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkpoint", type=Path, nargs="?")
+    ap.add_argument("--streams", default="1,8,32")
+    ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--block", type=int, default=16, help="steps per turn")
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing figure")
+    ap.add_argument("--only", choices=("compiled", "never", "self"))
+    ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
+    args = ap.parse_args(argv)
+    report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                              "command": " ".join(["python -m bench.bench_step", *argv])}
+    with mx.stream(generation_stream):
+        if args.only != "never":
+            loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
+            report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
+                                                  args.block)
+        if args.only in (None, "never"):
+            report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1)
+        if args.only in (None, "self"):
+            for n in (1, 8):
+                report[f"self_speculative_{n}_streams"] = draft_figures(min(args.tokens, 96), args.rounds,
+                                                                        args.block, n, 0)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
