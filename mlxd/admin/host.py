@@ -69,7 +69,7 @@ class ServedView(Protocol):
 
 
 class PoolEntryView(Protocol):
-    """One router model (mlxd.daemon.router.Entry): its name, state and error."""
+    """One router model (mlxd.daemon.router_entry.Entry): its name, state and error."""
 
     @property
     def name(self) -> str: ...

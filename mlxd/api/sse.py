@@ -65,9 +65,16 @@ async def stream(
     ping: float | None = None,
     on_error: Callable[[BaseException], str] = error_frame,
     headers: dict[str, str] | None = None,
+    open_now: bool = False,
 ) -> None:
-    """Send ``frames`` as an SSE response; the route handler returns None after awaiting this."""
+    """Send ``frames`` as an SSE response; the route handler returns None after awaiting this.
+
+    ``open_now`` sends the status and headers at once, before any frame: a stream that may stay silent for long
+    (``/models/sse``) is then open for its client as soon as it is subscribed, as b10621's is.
+    """
     response = await request.respond(content_type=CONTENT_TYPE, headers={**HEADERS, **(headers or {})})
+    if open_now:
+        await response.send(b"")  # sanic writes the headers alone; an empty first chunk does not end the stream
     iterator: AsyncIterator[str] = aiter(frames)
     loop = asyncio.get_running_loop()
     last_sent = loop.time()

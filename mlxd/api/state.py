@@ -55,7 +55,7 @@ class ServingOwner(Protocol):
 
 
 class PoolEntry(Protocol):
-    """One router model as the routes read it (mlxd.daemon.router.Entry); read-only, so the pool's own narrower
+    """One router model as the routes read it (mlxd.daemon.router_entry.Entry); read-only, so the pool's own narrower
     types (its state is a ModelStateName) satisfy it."""
 
     @property

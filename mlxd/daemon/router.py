@@ -6,6 +6,8 @@ ServedModel with its own worker thread instead of a child process. A model is ``
 of the pool is untouched). Loading runs on a worker thread; requests for a model that is loading wait for it.
 Least recently used models are evicted when a load would exceed ``--models-max``; only POST requests and loads
 refresh last use, as upstream. A model idle for its ``sleep-idle-seconds`` is unloaded.
+
+Each model's record is a router_entry.Entry; the ``GET /models/sse`` readers are router_events.PoolEvents.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import asyncio
 import itertools
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
-from mlxd.errors import EngineError, InvalidRequest, MlxdError, RequestError, Unavailable
+from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, meta, visible
+from mlxd.daemon.router_events import PoolEvents
+from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
@@ -27,46 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mlxd.daemon.router")
 
-DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
 IDLE_CHECK_SECONDS = 1.0
-
-
-class ModelLimit(RequestError):
-    """Every slot under --models-max is taken by a model that is still loading."""
-
-    status = 500
-    type = "server_error"
-
-
-@dataclass(eq=False)
-class Entry:
-    """One model the router knows of."""
-
-    spec: "ModelResolved"
-    state: ModelStateName = "unloaded"
-    error: str | None = None
-    served: "ServedModel | None" = None
-    last_used: int = 0  # LRU tick: POST requests and loads
-    last_active: float = field(default_factory=time.monotonic)  # any request: idle unload
-    leases: int = 0  # requests that hold the served model but may not have reached its worker yet
-    task: "asyncio.Task[None] | None" = None  # the load in progress, as requests wait for it
-    thread: "asyncio.Task[ServedModel] | None" = None  # its weights being read (done: waiting to be settled)
-    trigger: str = ""  # what started the load in progress (the generation it commits names it)
-    started: float = 0.0
-    stopping: "asyncio.Task[None] | None" = None  # the drain in progress
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def aliases(self) -> list[str]:
-        return list(self.spec.config.alias or [])
-
-    @property
-    def running(self) -> bool:
-        """b10621's "running": loading or loaded."""
-        return self.state in ("loading", "loaded")
 
 
 class ModelPool:
@@ -90,9 +54,9 @@ class ModelPool:
         self.models_max = int(resolved.config.models_max)
         self.autoload = bool(resolved.config.models_autoload)
         self.created = int(time.time())
-        self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in _visible(resolved).items()}
+        self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in visible(resolved).items()}
         self._tick = itertools.count(1)
-        self._subscribers: set[asyncio.Queue[dict[str, Any] | None]] = set()
+        self.events = PoolEvents()
         self._idle_task: asyncio.Task[None] | None = None
         self._steps: list[PoolStep] = []  # what the changes executed since the owner last took them did
         self._closed = False  # the daemon is stopping: nothing new is loaded
@@ -234,7 +198,7 @@ class ModelPool:
 
         self.models_max = int(desired.config.models_max)
         self.autoload = bool(desired.config.models_autoload)
-        models = _visible(desired)
+        models = visible(desired)
         for name, entry in list(self._entries.items()):
             spec = models.get(name)
             if spec is not None and model_plan(entry.spec.config, spec.config).empty \
@@ -260,29 +224,17 @@ class ModelPool:
     # -- events (GET /models/sse) -----------------------------------------------------------------------------
     def subscribe(self) -> "asyncio.Queue[dict[str, Any] | None]":
         """A queue of ``{"model", "event", "data"}`` messages; None means the stream ends (the daemon stops)."""
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=1000)
-        self._subscribers.add(queue)
-        return queue
+        return self.events.subscribe()
 
     def unsubscribe(self, queue: "asyncio.Queue[dict[str, Any] | None]") -> None:
-        self._subscribers.discard(queue)
+        self.events.unsubscribe(queue)
 
     def end_streams(self) -> None:
         """Close every event stream, so that a drain does not wait on readers that never finish."""
-        for queue in list(self._subscribers):
-            try:
-                queue.put_nowait(None)
-            except asyncio.QueueFull:
-                pass
-        self._subscribers.clear()
+        self.events.end_streams()
 
     def _publish(self, model: str, event: str, data: dict[str, Any]) -> None:
-        message = {"model": model, "event": event, "data": data}
-        for queue in list(self._subscribers):
-            try:
-                queue.put_nowait(message)
-            except asyncio.QueueFull:  # a reader that stopped reading loses events, not the router
-                self._subscribers.discard(queue)
+        self.events.publish(model, event, data)
 
     # -- internals --------------------------------------------------------------------------------------------
     def _set(self, entry: Entry, state: ModelStateName, error: str | None = None) -> None:
@@ -361,7 +313,7 @@ class ModelPool:
         self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 1.0}})
         self._publish(entry.name, "status_change", {"status": "loaded", "info": {
             "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
-            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": _meta(served)}})
+            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)}})
 
     async def _make_room(self, incoming: Entry) -> None:
         """Evict least recently used models until ``incoming`` fits under --models-max (called under the owner's
@@ -423,21 +375,3 @@ class ModelPool:
                         await self._change(PoolChange("idle", entry.name, "router:idle"))
                     except MlxdError as exc:  # the watch goes on; the owner recorded what failed
                         log.error("idle unload of model name=%s failed: %s", entry.name, exc)
-
-
-def _visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:
-    """The router's models less the store entries that a model with ``dedup-cache-models`` serves already (its
-    ``hf-repo`` names the same repository; rule 2.8)."""
-    hidden = {m.config.hf_repo for m in resolved.models.values()
-              if m.extras.get("dedup-cache-models") and m.config.hf_repo}
-    return {name: m for name, m in resolved.models.items() if not (m.source == "store" and name in hidden)}
-
-
-def _meta(served: "ServedModel") -> dict[str, Any]:
-    """The loaded model's facts as b10621's ``meta`` object."""
-    from mlxd.api.model_facts import ftype, n_embd
-
-    loaded = served.loaded
-    return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": served.worker.n_ctx_slot,
-            "n_ctx_train": loaded.n_ctx_train, "n_embd": n_embd(served), "n_params": loaded.n_params,
-            "size": loaded.size_bytes, "ftype": ftype(served)}

@@ -149,10 +149,12 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
                            json={**CHAT, "model": "gamma"}).status_code == 200
 
         events: list[dict[str, Any]] = []
+        subscribed = threading.Event()
 
         def read_events() -> None:
             with httpx.stream("GET", running.base_url + "/models/sse", timeout=30) as stream:
                 assert stream.headers["content-type"].startswith("text/event-stream")
+                subscribed.set()  # the headers come at once, before any event (upstream test_router.py reads so)
                 for line in stream.iter_lines():
                     if line.startswith("data: "):
                         events.append(json.loads(line[len("data: "):]))
@@ -161,7 +163,7 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
 
         reader = threading.Thread(target=read_events)
         reader.start()
-        time.sleep(0.5)  # the stream sends nothing on connect; let the reader subscribe first
+        assert subscribed.wait(30), "GET /models/sse sent no headers before its first event"
         assert client.post("/models/load", json={"model": "alpha"}).json() == {"success": True}
         reader.join(30)
         assert [(e["model"], e["event"], e["data"]["status"]) for e in events] == [

@@ -20,11 +20,13 @@ async def get_metrics(request: Request) -> HTTPResponse:
     if not getattr(state.config, "metrics", False):
         raise NotSupported(METRICS_DISABLED)
     registry = state.metrics
-    registry.config_hash = config_hash(state.config)
-    if state.controller is not None:
-        registry.generation, registry.last_change = state.controller.generation, state.controller.last_result
     model = state.model
-    if model is not None or not state.sleeping:  # asleep, the families stay as they were when it fell asleep
+    # Asleep, every family stays as the last scrape awake showed it (b10621 answers its snapshot from before
+    # sleeping), mlxd's own generation too: falling asleep is a committed change, shown once the model wakes.
+    if model is not None or not state.sleeping:
+        registry.config_hash = config_hash(state.config)
+        if state.controller is not None:
+            registry.generation, registry.last_change = state.controller.generation, state.controller.last_result
         registry.model_name = model.name if model is not None else ""
     if model is not None:
         processing = sum(1 for slot in model.worker.slots() if slot.get("is_processing"))

@@ -205,8 +205,8 @@ async def _change(result: ChangeResult) -> None:
 
 @bp.get("/models/sse")
 async def models_sse(request: Request) -> None:
-    """Model status events as they happen (nothing on connect); open until the client leaves or the daemon
-    stops."""
+    """Model status events as they happen (no event on connect, the headers at once); open until the client leaves
+    or the daemon stops."""
     pool = _pool(request)
     queue = pool.subscribe()
 
@@ -218,6 +218,6 @@ async def models_sse(request: Request) -> None:
             yield sse.data(message)
 
     try:
-        await sse.stream(request, frames())
+        await sse.stream(request, frames(), open_now=True)  # open once subscribed, events or not
     finally:
         pool.unsubscribe(queue)

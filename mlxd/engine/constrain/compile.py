@@ -158,5 +158,12 @@ _EXCERPT = re.compile(r"^\d+\s*\|")
 
 
 def schema_source(schema: object) -> str:
-    """A JSON schema value serialized for compilation (an object, or ``true``/``false``)."""
+    """A JSON schema value serialized for compilation (an object, or ``true``/``false``).
+
+    An empty schema ``{}`` asks for an object, as b10621's converter reads it (common/json-schema-to-grammar.cpp:
+    an empty schema or ``"type": "object"`` is its object rule); llguidance would take any JSON value. It is what
+    ``response_format: {"type": "json_object"}`` without a schema means, there and in OpenAI's API.
+    """
+    if isinstance(schema, dict) and not schema:
+        schema = {"type": "object"}
     return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))

@@ -100,3 +100,14 @@ def test_a_gbnf_rule_named_start_is_read_as_gbnf(ccompiler: ConstraintCompiler, 
 def test_a_lark_grammar_is_accepted_where_a_gbnf_one_is(ccompiler: ConstraintCompiler) -> None:
     compiled = ccompiler.compile(ConstraintSpec("gbnf", '%llguidance {}\nstart: "a" | "b"', origin="grammar"))
     assert "start" in compiled.grammar
+
+
+def test_an_empty_schema_asks_for_an_object(ccompiler: ConstraintCompiler, ctok: ConstraintTokenizer) -> None:
+    # b10621's converter reads {} (what response_format json_object without a schema gives) as its object rule.
+    assert schema_source({}) == '{"type":"object"}'
+    assert schema_source({"description": "any value"}) == '{"description":"any value"}'  # only {} itself
+    compiled = ccompiler.compile(ConstraintSpec("json_schema", schema_source({}), origin="json_schema"))
+    number = compiled.new_matcher()
+    assert not number.consume_tokens(ctok.ll.tokenize_str("42")) or not number.is_accepting()
+    obj = compiled.new_matcher()
+    assert obj.consume_tokens(ctok.ll.tokenize_str('{"a": 1}')) and obj.is_accepting()

@@ -1,0 +1,76 @@
+"""One model the router knows of (its state, its load and drain in progress), and the facts the pool reports of it.
+
+mlxd.daemon.router.ModelPool holds these records; only it changes them, as its owner's changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mlxd.errors import RequestError
+from mlxd.schemas.admin import ModelStateName
+
+if TYPE_CHECKING:
+    from mlxd.api.state import ServedModel
+    from mlxd.config import ModelResolved, ResolvedConfig
+
+DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
+
+
+class ModelLimit(RequestError):
+    """Every slot under --models-max is taken by a model that is still loading."""
+
+    status = 500
+    type = "server_error"
+
+
+@dataclass(eq=False)
+class Entry:
+    """One model the router knows of."""
+
+    spec: "ModelResolved"
+    state: ModelStateName = "unloaded"
+    error: str | None = None
+    served: "ServedModel | None" = None
+    last_used: int = 0  # LRU tick: POST requests and loads
+    last_active: float = field(default_factory=time.monotonic)  # any request: idle unload
+    leases: int = 0  # requests that hold the served model but may not have reached its worker yet
+    task: "asyncio.Task[None] | None" = None  # the load in progress, as requests wait for it
+    thread: "asyncio.Task[ServedModel] | None" = None  # its weights being read (done: waiting to be settled)
+    trigger: str = ""  # what started the load in progress (the generation it commits names it)
+    started: float = 0.0
+    stopping: "asyncio.Task[None] | None" = None  # the drain in progress
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def aliases(self) -> list[str]:
+        return list(self.spec.config.alias or [])
+
+    @property
+    def running(self) -> bool:
+        """b10621's "running": loading or loaded."""
+        return self.state in ("loading", "loaded")
+
+
+def visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:
+    """The router's models less the store entries that a model with ``dedup-cache-models`` serves already (its
+    ``hf-repo`` names the same repository; rule 2.8)."""
+    hidden = {m.config.hf_repo for m in resolved.models.values()
+              if m.extras.get("dedup-cache-models") and m.config.hf_repo}
+    return {name: m for name, m in resolved.models.items() if not (m.source == "store" and name in hidden)}
+
+
+def meta(served: "ServedModel") -> dict[str, Any]:
+    """The loaded model's facts as b10621's ``meta`` object."""
+    from mlxd.api.model_facts import ftype, n_embd
+
+    loaded = served.loaded
+    return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": served.worker.n_ctx_slot,
+            "n_ctx_train": loaded.n_ctx_train, "n_embd": n_embd(served), "n_params": loaded.n_params,
+            "size": loaded.size_bytes, "ftype": ftype(served)}
