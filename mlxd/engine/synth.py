@@ -26,7 +26,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from mlxd.engine import synth_llama, synth_tokenizer, synth_vlm
 
@@ -237,9 +237,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
            passthrough: int = 0) -> None:
     """Every file of the checkpoint, into ``staging``."""
     import mlx.core as mx
-    from mlx.utils import tree_unflatten
     from mlx_lm.models import qwen3
-    from mlx_lm.utils import quantize_model, save_config, save_model
 
     if preset in LLAMA_PRESETS:
         _write_llama(staging, shape, preset, dtype, quantize, seed)
@@ -255,25 +253,10 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
             if name not in weights:
                 weights[name] = mx.ones(size) if name.endswith("norm.weight") else mx.zeros(size)
         shape = extra
-    config = model_config(shape, ids, dtype)
-    model: nn.Module = qwen3.Model(qwen3.ModelArgs.from_dict(config))
-    if dtype == "bfloat16":
-        weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
-    model.update(tree_unflatten(list(weights.items())))
-    del weights
-    if quantize is not None:
-        model, config = quantize_model(model, config, group_size=64, bits=quantize)
-    config["mlxd_synthetic"] = {
-        "preset": preset,
-        "seed": seed,
-        "dtype": dtype,
-        "quantize": quantize,
-        "passthrough_layers": passthrough,
-        "shape": asdict(shape),
-        "tokenizer_corpus": {"files": corpus.files, "chars": corpus.chars},
-    }
-    save_model(staging, model, donate_model=True)
-    save_config(config, staging / "config.json")
+    synthetic = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize,
+                 "passthrough_layers": passthrough, "shape": asdict(shape),
+                 "tokenizer_corpus": {"files": corpus.files, "chars": corpus.chars}}
+    _save(staging, qwen3, weights, model_config(shape, ids, dtype), dtype, quantize, synthetic)
     generation = {
         "bos_token_id": ids[synth_tokenizer.BOS_TOKEN],
         "do_sample": True,
@@ -284,28 +267,35 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
     (staging / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
 
 
-def _write_llama(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int) -> None:
-    """Every file of a llama-vocabulary checkpoint (synth_llama), into ``staging``."""
+def _save(staging: Path, family: Any, weights: dict[str, Any], config: dict[str, Any], dtype: Dtype,
+          quantize: int | None, synthetic: dict[str, Any]) -> None:
+    """The weights and config.json, through mlx-lm's model class of ``family`` (its module) and its savers."""
     import mlx.core as mx
     from mlx.utils import tree_unflatten
-    from mlx_lm.models import llama
     from mlx_lm.utils import quantize_model, save_config, save_model
 
-    tokenizer = synth_llama.train_tokenizer(shape.tokenizer_vocab_size)
-    synth_llama.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
-    weights = synth_llama.make_weights(shape, seed)
-    config = synth_llama.model_config(shape, dtype)
-    model: nn.Module = llama.Model(llama.ModelArgs.from_dict(config))
+    model: nn.Module = family.Model(family.ModelArgs.from_dict(config))
     if dtype == "bfloat16":
         weights = {name: w.astype(mx.bfloat16) for name, w in weights.items()}
     model.update(tree_unflatten(list(weights.items())))
     del weights
     if quantize is not None:
         model, config = quantize_model(model, config, group_size=64, bits=quantize)
-    config["mlxd_synthetic"] = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize,
-                                "shape": asdict(shape), "tokenizer_corpus": synth_llama.CORPUS.name}
+    config["mlxd_synthetic"] = synthetic
     save_model(staging, model, donate_model=True)
     save_config(config, staging / "config.json")
+
+
+def _write_llama(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int) -> None:
+    """Every file of a llama-vocabulary checkpoint (synth_llama), into ``staging``."""
+    from mlx_lm.models import llama
+
+    tokenizer = synth_llama.train_tokenizer(shape.tokenizer_vocab_size)
+    synth_llama.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
+    synthetic = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize, "shape": asdict(shape),
+                 "tokenizer_corpus": synth_llama.CORPUS.name}
+    _save(staging, llama, synth_llama.make_weights(shape, seed), synth_llama.model_config(shape, dtype), dtype,
+          quantize, synthetic)
     generation = synth_llama.generation_config()
     (staging / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
 
