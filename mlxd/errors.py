@@ -99,6 +99,14 @@ class NotSupported(RequestError):
     type = "not_supported_error"
 
 
+class NoModalityTower(RequestError):
+    """An image or audio part for a model without that tower: b10621 answers it from its exception path, 500
+    ``server_error``, and clients (llama.cpp's own tests among them) match on that."""
+
+    status = 500
+    type = "server_error"
+
+
 class Unavailable(RequestError):
     """The server cannot take the request now (loading, no idle slot): 503 ``unavailable_error``."""
 

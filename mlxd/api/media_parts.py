@@ -15,7 +15,7 @@ from typing import Any
 from mlxd.api import media
 from mlxd.api.media import MARKER, Source
 from mlxd.engine.vlm.detect import TEXT_ONLY, Modalities
-from mlxd.errors import InvalidRequest, NotSupported
+from mlxd.errors import InvalidRequest, NoModalityTower
 
 IMAGE_REFUSAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
 AUDIO_REFUSAL = "audio input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
@@ -59,7 +59,7 @@ def _audio_data(part: Mapping[str, Any]) -> str:
 def extract(messages: Any, model: Any) -> tuple[Any, list[Source]]:
     """``messages`` with every media part replaced by a marker text part, and the parts' sources in order.
 
-    A model without the modality refuses the part with b10621's 501, before anything is read.
+    A model without the modality refuses the part with b10621's 500, before anything is read.
     """
     if not isinstance(messages, list):
         return messages, []
@@ -76,11 +76,11 @@ def extract(messages: Any, model: Any) -> tuple[Any, list[Source]]:
             kind = part.get("type") if isinstance(part, Mapping) else None
             if kind in ("image_url", "input_image", "image"):
                 if not kinds.vision:
-                    raise NotSupported(IMAGE_REFUSAL)
+                    raise NoModalityTower(IMAGE_REFUSAL)
                 sources.append(Source("image", _image_url(part)))
             elif kind in ("input_audio", "audio", "input_file"):
                 if not kinds.audio or kind == "input_file":
-                    raise NotSupported(AUDIO_REFUSAL)
+                    raise NoModalityTower(AUDIO_REFUSAL)
                 sources.append(Source("audio", _audio_data(part), accept_data_uri=False))
             else:
                 parts.append(part)
@@ -97,7 +97,7 @@ def completion_prompt(prompt: Mapping[str, Any], model: Any, tokens: list[int]) 
     if data is None:
         return tokens
     if not modalities_of(model).multimodal:
-        raise NotSupported(MULTIMODAL_REFUSAL)
+        raise InvalidRequest(MULTIMODAL_REFUSAL)
     if not isinstance(data, list) or not all(isinstance(d, str) for d in data):
         raise InvalidRequest("\"multimodal_data\" must be an array of base64 strings")
     media.check_count(len(data))
@@ -134,7 +134,7 @@ async def resolve(tokens: list[int], model: Any, media_path: str | None) -> list
         return tokens
     parts = getattr(model.loaded, "media", None)
     if parts is None:
-        raise NotSupported(MULTIMODAL_REFUSAL)
+        raise InvalidRequest(MULTIMODAL_REFUSAL)
     extractor = getattr(parts.processor, "feature_extractor", None)
     rate = int(getattr(extractor, "sampling_rate", 0) or media.AUDIO_RATE)
     decoded = await asyncio.to_thread(_decode_all, tokens.sources, media_path, parts.modalities, rate)

@@ -338,7 +338,8 @@ def test_object_prompts_are_their_prompt_string(client: httpx.Client) -> None:
     mixed = client.post("/completion", json={**greedy, "prompt": [tokens, {"prompt_string": "I believe"}]})
     assert [r["content"] for r in mixed.json()] == [text, text]
     media = client.post("/completion", json={**greedy, "prompt": {"prompt_string": "x", "multimodal_data": ["AA=="]}})
-    assert media.status_code == 501
+    assert media.status_code == 400  # b10621: "Multimodal data provided, but model does not support ..."
+    assert media.json()["error"]["message"].startswith("Multimodal data provided")
     for bad in ({"text": "x"}, {"prompt_string": 3}, [{"prompt_string": None}]):
         refused = client.post("/completion", json={**greedy, "prompt": bad})
         assert refused.status_code == 400 and refused.json()["error"]["type"] == "invalid_request_error"

@@ -201,7 +201,7 @@ def test_no_mmproj_serves_the_checkpoint_as_text_only(vl_checkpoint: Path,
     with server.client() as c:
         assert c.get("/props").json()["modalities"]["vision"] is False
         refused = chat(c, uri(png(0)))
-        assert refused.status_code == 501
+        assert refused.status_code == 500
         assert refused.json()["error"]["message"].startswith("image input is not supported")
         text = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
         assert text.status_code == 200 and text.json()["usage"]["completion_tokens"] == 3
