@@ -15,7 +15,7 @@ import asyncio
 import gc
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
 from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
 from mlxd.config.change import ChangeResult, LastError
@@ -23,8 +23,9 @@ from mlxd.daemon.admin_layer import canonical, etag, loses_the_model, reread
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging, redact
+from mlxd.daemon.model_lifecycle import ModelLifecycle
 from mlxd.daemon.notify import Notifier
-from mlxd.daemon.served import live_scales, lora_overrides, model_label, refresh
+from mlxd.daemon.served import live_scales, lora_overrides, refresh
 from mlxd.errors import AdminError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
@@ -38,7 +39,7 @@ log = logging.getLogger("mlxd.daemon.reconcile")
 __all__ = ["ChangeResult", "Controller", "LastError"]
 
 
-class Controller:
+class Controller(ModelLifecycle):
     """Owns the serving state (model, pool, config, sleeping) and its generation; one change at a time."""
 
     def __init__(self, *, argv: list[str], env: Mapping[str, str], resolved: ResolvedConfig,
@@ -320,12 +321,6 @@ class Controller:
         log.info("%s: committed generation %d (config %s)", trigger, self.generation, config_hash[:12])
         return ChangeResult(True, self.generation, config_hash, changed, restart)
 
-    def model_state(self, name: str, state: ModelStateName, error: str | None = None) -> None:
-        """Record a model's state (loading, loaded, draining, unloaded, failed) and publish it as an event."""
-        name, error = redact(name), (redact(error) if error else None)
-        self.model_states[name] = (state, error)
-        self.events.publish("model", name=name, state=state, **({"error": error} if error else {}))
-
     def _refuse(self, trigger: str, message: str, dry_run: bool) -> ChangeResult:
         message = redact(message)  # it is shown by status, events and the admin API, not only logged
         if not dry_run:
@@ -334,25 +329,6 @@ class Controller:
             for line in message.splitlines():
                 log.error("%s: change refused: %s", trigger, line)
         return ChangeResult(False, self.generation, self.resolved.config_hash, (), (), dry_run, message)
-
-    async def _load(self, desired: ResolvedConfig, why: str = "") -> "ServedModel | None":
-        """Load the model ``desired`` names on a worker thread, recording its state as it goes."""
-        label = model_label(desired.config)
-        if label:
-            self.model_state(label, "loading")
-        started = time.monotonic()
-        try:
-            served = await asyncio.to_thread(self.load_model, desired)
-        except MlxdError as exc:
-            if label:
-                self.model_state(label, "failed", str(exc))
-            raise
-        if served is not None:
-            log.info("model %s loaded%s in %.2f s", served.name, why, time.monotonic() - started)
-            self.model_states.pop(served.name, None)
-            self.model_states.pop(label or served.name, None)
-            self.events.publish("model", name=served.name, state="loaded")
-        return served
 
     async def _apply(self, plan: ChangePlan, desired: ResolvedConfig) -> None:
         """Execute the plan's effects: prepare everything that can fail, then swap; a failure before the swap
@@ -394,11 +370,6 @@ class Controller:
             self.serving.pool = None
             self._in_background(pool.close(float(desired.config.shutdown_timeout)))
 
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
-
     async def close(self) -> None:
         """The daemon is stopping: let a change in progress finish, wait for replaced models to be freed, and stop
         the router's models.
@@ -413,18 +384,3 @@ class Controller:
                 # Loads in progress are waited for (their threads only: the lock is held here) and every model
                 # is stopped; nothing is committed any more.
                 await pool.close(0.0)
-
-    async def _retire(self, old: "ServedModel", desired: ResolvedConfig) -> None:
-        """Let the replaced model finish its in-flight generations, then free it."""
-        timeout = float(desired.config.shutdown_timeout)
-        self.model_state(old.name, "draining")
-        log.info("model %s draining (%d in flight)", old.name, old.worker.n_in_flight)
-        await asyncio.to_thread(old.worker.stop, timeout)
-        served = self.serving.model
-        if served is not None and served.name == old.name:
-            self.model_states.pop(old.name, None)  # the same name is served again by the new worker
-            self.events.publish("model", name=old.name, state="unloaded")
-        else:
-            self.model_state(old.name, "unloaded")
-        log.info("model %s unloaded", old.name)
-
