@@ -179,10 +179,17 @@ class PromptProcessing:
             self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
         logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
         seq.progress()
+        return n, self._prompt_processed(slot, kv, logits)
+
+    def _prompt_processed(self, slot: Slot, kv: list[Any], logits: mx.array) -> mx.array | None:
+        """A prompt's last chunk went through: its last position's logits, to draw the first token from; None when
+        the request wants no tokens (``n_predict`` 0), whose slot is then released with the prompt cached."""
+        seq = slot.seq
+        assert seq is not None
         self.prefilling.remove(slot)
-        if seq.n_predict == 0:
-            mx.eval([c.state for c in kv])
-            seq.prompt_done()
-            self._release(slot, kv)
-            return n, None
-        return n, logits
+        if seq.n_predict != 0:
+            return logits
+        mx.eval([c.state for c in kv])
+        seq.prompt_done()
+        self._release(slot, kv)
+        return None

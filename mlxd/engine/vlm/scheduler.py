@@ -89,13 +89,7 @@ class MultimodalScheduler(Scheduler):
             mx.eval([c.state for c in kv])
             return n, None
         del self._media[id(seq)]
-        self.prefilling.remove(slot)
-        if seq.n_predict == 0:
-            mx.eval([c.state for c in kv])
-            seq.prompt_done()
-            self._release(slot, kv)
-            return n, None
-        return n, logits[:, -1, :]
+        return n, self._prompt_processed(slot, kv, logits[:, -1, :])
 
     def _embed(self, prompt: list[int], media: MediaInputs) -> _MediaState:
         """The whole prompt's input embeddings and position ids, as mlx-vlm computes them for one generation."""
