@@ -28,8 +28,10 @@ import threading
 from typing import Any, Callable
 
 import mlx.core as mx
+import mlx.nn as nn
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
+from mlxd.engine.fused import FusedDecoder
 from mlxd.engine.kv_types import TypedBatchKV, TypedKV
 
 log = logging.getLogger("mlxd.engine.compiled")
@@ -110,6 +112,8 @@ class CompiledStep:
 
     def __init__(self, model: Callable[..., mx.array]) -> None:
         self.model = model
+        # mlx-lm's llama family on the CPU device: the same pass in fewer operations (engine.fused).
+        self.fused = FusedDecoder.of(model) if isinstance(model, nn.Module) else None
         self.enabled = True
         self.steps = 0  # compiled steps run (for tests and benchmarks)
         # One compiled function per cache kind and per output (the last position's logits or every position's):
@@ -117,21 +121,30 @@ class CompiledStep:
         self._fns = {(kind, last): mx.compile(self._traced(kind, last)) for kind in ("solo", "rows")
                      for last in (True, False)}
 
-    def _traced(self, kind: str, last: bool) -> Callable[..., list[mx.array]]:
-        def solo(tokens: mx.array, offset: mx.array, *kv: mx.array) -> list[mx.array]:
-            caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
-            logits = self.model(tokens, cache=caches)
-            return [logits[:, -1, :] if last else logits] + [a for c in caches for a in (c.keys, c.values)]
+    def _forward(self, tokens: mx.array, caches: list[Any], extra: list[mx.array], last: bool) -> mx.array:
+        if self.fused is not None:
+            return self.fused(tokens, caches, extra, last)
+        logits = self.model(tokens, cache=caches)
+        return logits[:, -1, :] if last else logits
 
-        def rows(tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array, *kv: mx.array) -> list[mx.array]:
+    def _traced(self, kind: str, last: bool) -> Callable[..., list[mx.array]]:
+        def solo(tokens: mx.array, offset: mx.array, extra: list[mx.array], kv: list[mx.array]) -> list[mx.array]:
+            caches = [_Solo(kv[i], kv[i + 1], offset) for i in range(0, len(kv), 2)]
+            logits = self._forward(tokens, caches, extra, last)
+            return [logits] + [a for c in caches for a in (c.keys, c.values)]
+
+        def rows(tokens: mx.array, idx: mx.array, offset: mx.array, left: mx.array, extra: list[mx.array],
+                 kv: list[mx.array]) -> list[mx.array]:
             # Every layer's batched cache holds the same offsets and padding (they move together), so the first
             # layer's stand for all of them, and all take the moved offsets back.
             caches = [_Rows(kv[i], kv[i + 1], idx, offset, left) for i in range(0, len(kv), 2)]
-            logits = self.model(tokens, cache=caches)
-            return [logits[:, -1, :] if last else logits, offset + tokens.shape[1]] + [
-                a for c in caches for a in (c.keys, c.values)]
+            logits = self._forward(tokens, caches, extra, last)
+            return [logits, offset + tokens.shape[1]] + [a for c in caches for a in (c.keys, c.values)]
 
         return solo if kind == "solo" else rows
+
+    def _extra(self, cache: list[Any]) -> list[mx.array]:
+        return self.fused.inputs(cache[0].keys.shape[2]) if self.fused is not None else []
 
     def __call__(self, tokens: mx.array, cache: list[Any]) -> mx.array | None:
         """The logits [B, V] of one step on ``tokens`` [B], the caches moved on by one; None: run it uncompiled."""
@@ -144,28 +157,35 @@ class CompiledStep:
                 or any(c.keys is None or getattr(c, "_right_padding", None) is not None for c in cache)):
             return None
         kinds = {type(c) for c in cache}
+        if kinds <= set(_SOLO):
+            step = self._step_solo
+        elif kinds <= set(_ROWS):
+            step = self._step_rows
+        else:
+            return None
         try:
-            if kinds <= set(_SOLO):
-                logits = self._step_solo(tokens, cache, last)
-            elif kinds <= set(_ROWS):
-                logits = self._step_rows(tokens, cache, last)
-            else:
+            logits = step(tokens, cache, last)
+        except Exception as exc:  # a trace that failed leaves the caches as they were (only grown)
+            if self.fused is None:  # a layer that needs the position as a Python int, for one: decode uncompiled
+                log.warning("decode step not compiled for this model (%s: %s); decoding uncompiled",
+                            type(exc).__name__, exc)
+                self.enabled = False
                 return None
-            self.steps += 1
-            return logits
-        except Exception as exc:  # a layer that needs the position as a Python int, for one: decode uncompiled
-            log.warning("decode step not compiled for this model (%s: %s); decoding uncompiled", type(exc).__name__,
-                        exc)
-            self.enabled = False
-        return None
+            log.warning("fused decode step failed for this model (%s: %s); compiling the model's own forward pass",
+                        type(exc).__name__, exc)
+            self.fused = None
+            return self.forward(tokens, cache, last)
+        self.steps += 1
+        return logits
 
     def _step_solo(self, tokens: mx.array, cache: list[Any], last: bool) -> mx.array:
         n, offset = tokens.shape[1], cache[0].offset
         for c in cache:
             _grow(c, c.offset, n)
         kv = [a for c in cache for a in (c.keys, c.values)]
+        extra = self._extra(cache)
         with _TRACES:
-            out = self._fns[("solo", last)](tokens, mx.array(offset, dtype=mx.int32), *kv)
+            out = self._fns[("solo", last)](tokens, mx.array(offset, dtype=mx.int32), extra, kv)
         for i, c in enumerate(cache):
             c.keys, c.values = out[1 + 2 * i], out[2 + 2 * i]
             c.offset += n
@@ -177,8 +197,9 @@ class CompiledStep:
             _grow(c, c._idx, n)
         idx = mx.array(first._idx, dtype=mx.int32)
         kv = [a for c in cache for a in (c.keys, c.values)]
+        extra = self._extra(cache)
         with _TRACES:
-            out = self._fns[("rows", last)](tokens, idx, first.offset, first.left_padding, *kv)
+            out = self._fns[("rows", last)](tokens, idx, first.offset, first.left_padding, extra, kv)
         moved = out[1]
         for i, c in enumerate(cache):
             c.keys, c.values = out[2 + 2 * i], out[3 + 2 * i]
