@@ -8,10 +8,11 @@ caches cannot be traced as they are: their write position and the length they ha
 which a trace would bake in (one compile per step). Here the step sees stand-ins for the caches (``_Solo``,
 ``_Rows``) whose position is an array input: the keys and values are written into the cache's preallocated
 buffer with ``slice_update`` and attention reads the whole buffer, the positions past the write hidden by a mask.
-The trace then depends only on the batch size, the new tokens per row and the buffer's capacity, which grows in steps of 256 (mlx-lm's
-own ``KVCache.step``), so a stream recompiles once per 256 tokens of context and the batch once per row count it
+The trace then depends only on the batch size, the new tokens per row and the buffer's capacity, which doubles
+from 32 to 256 entries and then grows in steps of 256 (mlx-lm's own ``KVCache.step``; ``capacity_for``), so a
+stream recompiles a few times in its first 256 tokens and then once per 256, and the batch once per row count it
 has not had at that capacity, each new shape costing one trace of the model (compiled traces are kept by shape);
-batches above ``MAX_ROWS`` rows decode uncompiled, where compiling stops paying.
+batches above ``MAX_ROWS`` rows decode uncompiled.
 
 The real caches stay mlx-lm's ``KVCache`` / ``BatchKVCache`` (or mlxd's dtype-typed ones) throughout: after the
 call their buffers are the step's outputs and their positions move on by the tokens fed, so prompt processing,
@@ -36,13 +37,15 @@ from mlxd.engine.kv_types import TypedBatchKV, TypedKV
 
 log = logging.getLogger("mlxd.engine.compiled")
 
-STEP = 256  # capacity bucket of the KV buffers, as mlx-lm's KVCache.step
+STEP = 256  # capacity bucket of the KV buffers past their first STEP entries, as mlx-lm's KVCache.step
+SMALLEST = 32  # the smallest bucket; below STEP, buckets double
 
-# Rows above which the step runs uncompiled. The gain falls as the batch grows and the step's arithmetic outweighs
-# its per-operation work (bench_step on tiny-llama, shared machine: 1.76x at 1 row, 1.30x at 8, 1.09x at 16, 1.02x
-# at 32), while every row count is a trace of its own per capacity bucket (a 28-layer model takes tens of ms to
-# trace): beyond 16 rows a trace would cost more than it saves.
-MAX_ROWS = 16
+
+# Rows above which the step runs uncompiled. Every row count is a trace of its own per capacity bucket (a 12-layer
+# model takes 10 to 25 ms to trace), and the gain falls as the rows' arithmetic outweighs the per-operation work
+# (bench_step on tiny-llama with the fused pass and doubling buckets: 2.04x at 1 row, 1.66x at 8, 1.48x at 16,
+# 1.13x at 32, 1.17x at 64): past 32 rows the traces would cost about what they save.
+MAX_ROWS = 32
 
 # mlx keeps its compiled traces in one process-wide map without a lock of its own, and a daemon may run several
 # model workers at once (a pool of models, a swap whose new model loads before the old one drains): a compiled
@@ -91,12 +94,24 @@ class _Rows(_Solo):
         return keep[:, None]
 
 
+def capacity_for(n: int) -> int:
+    """The KV capacity a compiled step gives ``n`` entries: 32, 64, 128, 256, then multiples of 256.
+
+    Attention reads the whole buffer, masked past the write position, and what it reads past it is wasted: the
+    softmax's exponentials and both products grow with the capacity, not the context (on tiny-llama, 8 rows at
+    40 positions step in 464 us with 64 entries and 758 us with 256; 32 rows in 1576 and 3101 us). Below 256
+    entries the buckets double, so short contexts waste at most half, for three more traces per row count."""
+    if n <= STEP:
+        return max(SMALLEST, 1 << (n - 1).bit_length())
+    return -(-n // STEP) * STEP
+
+
 def _grow(cache: Any, used: int, n: int) -> None:
-    """Give the buffer room for ``n`` more entries, its capacity a multiple of STEP (one trace per bucket)."""
+    """Fit the buffer to ``n`` more entries' bucket (one trace per bucket): grown, or cut back to a view."""
     cap = cache.keys.shape[2]
-    if used + n <= cap and cap % STEP == 0:
+    want = capacity_for(used + n)
+    if cap == want:
         return
-    want = ((used + n - 1) // STEP + 1) * STEP
     for name in ("keys", "values"):
         buf = getattr(cache, name)
         b, h, _, d = buf.shape

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlxd.engine.compiled import capacity_for
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.scheduler import Scheduler
 from mlxd.engine.types import ErrorEvent, FinalEvent, TokenEvent
@@ -122,3 +123,30 @@ def test_two_workers_decoding_at_once_keep_their_tokens(tiny_model, make_worker)
     handles = [w.submit(greedy_request(p, 48)) for p in prompts for w in (first, second)]
     assert [final(h).tokens for h in handles] == [t for t in alone for _ in range(2)]
     assert first.scheduler.compiled.steps > 0 and second.scheduler.compiled.steps > 0
+
+
+def test_kv_capacity_doubles_to_256_then_grows_by_256() -> None:
+    assert [capacity_for(n) for n in (1, 32, 33, 64, 65, 200, 256, 257, 700)] == [
+        32, 32, 64, 64, 128, 256, 256, 512, 768]
+
+
+def test_a_cache_the_compiled_step_cut_back_serves_the_slots_next_request(tiny_model, make_scheduler) -> None:
+    """Prompt processing leaves mlx-lm's 256-entry buffers; a short context decodes compiled on a smaller bucket
+    (a view of them). The slot keeps that cache, and its next request, which extends the first's text, is
+    prefilled on it uncompiled: the tokens are those of a scheduler that never compiled."""
+    prompt = prompts_of(tiny_model)[1]
+    runs = []
+    for compiled in (True, False):
+        sched = make_scheduler(parallel=1)
+        if not compiled:
+            sched.compiled = None
+        first = final(run_batch(sched, [prompt])[0])
+        follow = RequestHandle(greedy_request(prompt + list(first.tokens) + prompt, 40), 9, lambda h: None)
+        sched.add(follow)
+        run_until(sched, lambda: sched.idle)
+        runs.append((first.tokens, final(follow).tokens))
+        if compiled:
+            assert sched.compiled is not None and sched.compiled.steps > 0
+            resident = sched.slots.slots[0].resident
+            assert resident is not None and resident.kv[0].keys.shape[2] == capacity_for(len(resident.tokens))
+    assert runs[0] == runs[1]
