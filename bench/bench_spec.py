@@ -21,12 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine.loader import load_model
-from mlxd.engine.sampling import SamplingParams
-from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.types import FinalEvent, GenerationRequest
-from mlxd.engine.worker import ModelWorker
-from tests.conftest import synthetic_checkpoint
+from mlxd.engine import blas  # before mlx is imported: the BLAS the daemon's --cpu-blas auto loads
+
+BLAS = blas.preload("auto")
+
+from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.sampling import SamplingParams  # noqa: E402
+from mlxd.engine.settings import WorkerSettings  # noqa: E402
+from mlxd.engine.types import FinalEvent, GenerationRequest  # noqa: E402
+from mlxd.engine.worker import ModelWorker  # noqa: E402
+from tests.conftest import synthetic_checkpoint  # noqa: E402
 
 TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
 
@@ -121,7 +125,7 @@ def main(argv: list[str]) -> int:
     draft = load_model(synthetic_checkpoint("tiny"))
     stranger = load_model(synthetic_checkpoint("tiny", seed=1))
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                              "command": " ".join(["python -m bench.bench_spec", *argv]),
+                              "command": " ".join(["python -m bench.bench_spec", *argv]), "blas": BLAS.describe(),
                               "target": f"tiny + {args.passthrough} passthrough layers", "tokens": args.tokens}
     for streams in (1, 8):
         got = measure(target, {"none": None, "self": draft, "never": stranger}, streams, args.tokens, args.repeat)

@@ -1,6 +1,7 @@
 """The decode step's cost, two schedulers side by side on one thread: ``python -m bench.bench_step``.
 
-Two of mlxd's schedulers, stepped by hand on mlx-lm's generation stream, take turns in blocks of ``--block``
+Two of mlxd's schedulers, stepped by hand on one thread placed as a model worker places itself (``--worker-affinity
+auto``), with OpenBLAS loaded as the daemon loads it (``--cpu-blas auto``), take turns in blocks of ``--block``
 steps until both are idle, so that a shared machine's load falls on both alike (a figure is their time ratio,
 not two runs minutes apart). No worker thread, no HTTP; prompts count towards both alike.
 
@@ -24,17 +25,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-import mlx.core as mx
-from mlx_lm.generate import generation_stream
+from mlxd.engine import blas  # before mlx is imported
 
-from bench.bench_spec import _requests
-from mlxd.engine.detokenize import fast_decoder
-from mlxd.engine.handle import RequestHandle
-from mlxd.engine.loader import load_model
-from mlxd.engine.samplers import ChainSampling, TokenizerVocab
-from mlxd.engine.scheduler import Scheduler
-from mlxd.engine.settings import WorkerSettings
-from tests.conftest import synthetic_checkpoint
+BLAS = blas.preload("auto")
+
+import mlx.core as mx  # noqa: E402
+
+from bench.bench_spec import _requests  # noqa: E402
+from mlxd.engine.affinity import keep_on_one_cpu  # noqa: E402
+from mlxd.engine.detokenize import fast_decoder  # noqa: E402
+from mlxd.engine.handle import RequestHandle  # noqa: E402
+from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.samplers import ChainSampling, TokenizerVocab  # noqa: E402
+from mlxd.engine.scheduler import Scheduler  # noqa: E402
+from mlxd.engine.settings import WorkerSettings  # noqa: E402
+from mlxd.engine.threads import run_on_own_thread  # noqa: E402
+from tests.conftest import synthetic_checkpoint  # noqa: E402
 
 
 def scheduler(loaded: Any, streams: int, n_ctx_slot: int, draft: Any = None, compiled: bool = True) -> Scheduler:
@@ -117,8 +123,19 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                              "command": " ".join(["python -m bench.bench_step", *argv])}
-    with mx.stream(generation_stream):
+                              "command": " ".join(["python -m bench.bench_step", *argv]), "blas": BLAS.describe()}
+    # On a thread of its own, as a model worker: pinned with the stream it creates (engine.affinity).
+    run_on_own_thread(measure, args, report)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
+    placement = keep_on_one_cpu()
+    report["placement"] = "kernel's" if placement is None else f"CPU {placement.cpu}, batch {placement.batch_policy}"
+    with mx.stream(mx.new_thread_local_stream(mx.default_device())):
         if args.only != "never":
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
@@ -129,10 +146,6 @@ def main(argv: list[str]) -> int:
             for n in (1, 8):
                 report[f"self_speculative_{n}_streams"] = draft_figures(min(args.tokens, 96), args.rounds,
                                                                         args.block, n, 0)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps(report, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
