@@ -116,29 +116,40 @@ class Speculating:
             self._settle()
             if not len(batch):
                 return True
+        # As b10621, a row proposes no more than its room: the context less two, one fewer than it still generates.
+        rooms = [max(0, _room(s)) for s in batch.slots]
+        k = min(k, max(rooms))
+        if k == 0:
+            return False
         self._sync_draft_rows()
         self._steps += 1
         pending = batch.tokens
         assert pending is not None and self._draft_rows.cache is not None and batch.cache is not None
         drafts, probs, qs = self._draft(pending, k, sampled)
-        targets, rows = self._verify(pending, drafts, sampled)
+        # The verification pass is compiled per shape: its proposals padded to a power of two (or to n_max, where k
+        # usually is) keep the traces few (the padding is offered by no row, and fits where the roomiest row has
+        # room).
+        k_pass = k if k == self.spec.n_max else min(1 << (k - 1).bit_length(), self.spec.n_max, max(rooms))
+        padded = drafts if k_pass == k else mx.concatenate(
+            [drafts, mx.zeros((drafts.shape[0], k_pass - k), dtype=drafts.dtype)], axis=1)
+        targets, rows = self._verify(pending, padded, sampled)
         outs: list[Any] = [drafts, targets] + ([probs] if probs is not None else []) + ([rows] if sampled else [])
         mx.eval(outs)
         d_host, t_host = readback.int_rows(drafts), readback.int_rows(targets)
         p_host = readback.float_rows(probs) if probs is not None else None
+        offered = [min(k, room) for room in rooms]
         chosen: dict[int, tuple[list[int], int]] = {}  # sampling rows: (tokens to emit, proposals kept)
         if rows is not None:
             host = np.array(rows, copy=False)
             for r, i in enumerate(sampled):
                 seq = batch.slots[i].seq
                 assert seq is not None
-                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], k, _rng(seq))
-        offered = [k] * len(batch)
+                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], offered[i], _rng(seq))
         if p_host is not None:  # --spec-draft-p-min: a greedy row stops proposing at its first unsure token
             for i in range(len(batch)):
                 if i not in chosen:
-                    offered[i] = next((j for j in range(k) if p_host[i][j] < self.spec.p_min), k)
-        keep, done, accepted = self._emit(k, offered, chosen, d_host, t_host)
+                    offered[i] = next((j for j in range(offered[i]) if p_host[i][j] < self.spec.p_min), offered[i])
+        keep, done, accepted = self._emit(k_pass, offered, chosen, d_host, t_host)
         draft_rows = self._draft_rows
         kept_d = [min(u, k - 1) for u in keep]
         _roll_back(draft_rows.cache, [(k - 1) - u for u in kept_d], False)
@@ -164,12 +175,8 @@ class Speculating:
                 return True
         proposals, rooms = [], []
         for slot in batch.slots:
-            seq = _live(slot)
-            tokens = seq.all_tokens  # the cached tokens, then the pending one
-            # b10621's room for a draft: the context less two, and one fewer than the tokens still to generate.
-            room = slot.n_ctx - seq.n_past - 2
-            if seq.n_remain > 0:
-                room = min(room, seq.n_remain - 1)
+            tokens = _live(slot).all_tokens  # the cached tokens, then the pending one
+            room = _room(slot)
             proposals.append(ngram_draft.propose(tokens[:-1], tokens[-1], cfg, room))
             rooms.append(room)
         k = max(len(p) for p in proposals)
@@ -258,7 +265,8 @@ class Speculating:
         return logits[:, -1, :] if last else logits
 
     def _adapt(self, accepted: int, drafted: int) -> None:
-        """Grow k while the batch accepts every proposal, shrink it while it accepts fewer than half."""
+        """Grow k by one while the batch accepts every proposal; halve it while it accepts fewer than half (a long
+        ``--spec-draft-n-max`` with a draft that stops agreeing is down to nothing in a few steps)."""
         k = max(1, self._spec_k)
         if drafted == 0:  # every row's draft was below --spec-draft-p-min
             self._spec_k = max(k - 1, self.spec.n_min, 0)
@@ -266,7 +274,7 @@ class Speculating:
         if accepted == drafted:
             k = min(k + 1, self.spec.n_max)
         elif 2 * accepted < drafted:
-            k -= 1
+            k //= 2
         self._spec_k = max(k, self.spec.n_min, 0)
 
     def _draft(self, pending: mx.array, k: int, sampled: list[int]
@@ -296,8 +304,10 @@ class Speculating:
         out, probs = [], []
         forks = {i: rs.fork(_live(batch.slots[i]).sampler) for i in sampled}
         qs: dict[int, list[np.ndarray]] = {i: [] for i in sampled}
+        # Greedy rows propose what their own argmax would pick: the logits plus the row's bias, as _verify's.
+        bias = self._bias_for([_live(s) for s in batch.slots], logits.shape[-1])
         for j in range(k):
-            token = mx.argmax(logits, axis=-1)
+            token = mx.argmax(logits if bias is None else logits.astype(mx.float32) + bias, axis=-1)
             if sampled:  # their proposals come from the host: one read-back per draft step
                 host = np.array(logits[mx.array(sampled)].astype(mx.float32))
                 picks = readback.ints(token)
@@ -348,6 +358,15 @@ class Speculating:
                 c.filter(order)
             rows.slots = [rows.slots[i] for i in order]
             rows.lens = [rows.lens[i] for i in order]
+
+
+def _room(slot: Slot) -> int:
+    """b10621's room for a row's proposals: its context less two, and one fewer than the tokens it still generates."""
+    seq = _live(slot)
+    room = slot.n_ctx - seq.n_past - 2
+    if seq.n_remain > 0:
+        room = min(room, seq.n_remain - 1)
+    return room
 
 
 def _live(slot: Slot) -> Sequence:

@@ -73,6 +73,28 @@ def test_a_never_agreeing_draft_stops_drafting_and_changes_nothing(target: Any) 
     assert info["n_steps"] <= 8 + 96 // PROBE_EVERY
 
 
+def test_a_row_proposes_no_more_than_it_still_generates(target: Any, draft: Any) -> None:
+    """As b10621, a row offers at most one proposal fewer than the tokens it still has to generate: the pair always
+    agrees, so with that room every proposal offered is accepted, even with a long --spec-draft-n-max."""
+    plain, _ = _generate(target, None, PROMPTS, n=21)
+    spec, info = _generate(target, draft, PROMPTS, n=21, spec_draft_n_max=8)
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    assert info is not None and info["n_drafted"] > 0 and info["n_accepted"] == info["n_drafted"]
+
+
+def test_greedy_rows_propose_with_their_logit_bias(target: Any, draft: Any) -> None:
+    """The target's argmax takes a greedy row's logit bias; so do its proposals, or a banned token the draft would
+    pick is a rejected proposal every time."""
+    first, _ = _generate(target, None, PROMPTS[:2], n=24)
+    banned = {t: -1e9 for t in {*first[0].tokens[:8], *first[1].tokens[:8]}}
+    biased = [SamplingParams(temperature=0.0, logit_bias=banned)] * 2
+    plain, _ = _generate(target, None, PROMPTS[:2], n=24, sampling=biased)
+    spec, info = _generate(target, draft, PROMPTS[:2], n=24, sampling=biased)
+    assert [f.tokens for f in spec] == [f.tokens for f in plain] != [f.tokens for f in first]
+    assert not set(banned) & {t for f in spec for t in f.tokens}
+    assert info is not None and info["n_drafted"] > 0 and info["n_accepted"] == info["n_drafted"]
+
+
 def test_p_min_limits_what_a_row_proposes(target: Any, draft: Any) -> None:
     plain, _ = _generate(target, None, PROMPTS[:2])
     spec, info = _generate(target, draft, PROMPTS[:2], draft_p_min=1.0)  # no draft token is that sure
