@@ -49,8 +49,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.client import async_client, complete, concurrent_round, eos_bias, stream_completion  # noqa: E402
+from bench.client import RawClient, async_client, complete, concurrent_round, eos_bias, stream_completion  # noqa: E402
 from bench.common import BIN, PAUSE_S, ROOT, Prompts, ScriptProcess, Server, free_port  # noqa: E402
+
+Client = httpx.AsyncClient | RawClient
 from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
 
 SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas", "llama-server")
@@ -155,7 +157,7 @@ class Turns:
                 self.failures[kind].append(f"tokens={r.tokens}/{max_tokens} finish={r.finish_reason} error={r.error}")
 
 
-async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, args: argparse.Namespace,
+async def measure(clients: dict[str, Client], reference: Reference, args: argparse.Namespace,
                   prompts: Prompts, bias: dict[str, float]) -> Turns:
     """Every figure, each turn of it taken by every server in a row (and by the reference, for one stream)."""
     streams = [int(s) for s in args.streams.split(",")]
@@ -167,7 +169,7 @@ async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, a
             await make(kind, client)
             await asyncio.sleep(PAUSE_S)
 
-    async def warm(kind: str, client: httpx.AsyncClient) -> None:  # kernels, thread pools, the largest batch
+    async def warm(kind: str, client: Client) -> None:  # kernels, thread pools, the largest batch
         turns.check(kind, [await stream_completion(client, text(n_prompt, "w"), 16, bias)], 16)
         warm_round = await concurrent_round(client, [text(n_prompt, f"w-{i}") for i in range(max(streams))], 8, bias,
                                             args.stagger_ms / 1000)
@@ -175,7 +177,7 @@ async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, a
 
     await each(warm)
     for rep in range(args.repeat):
-        async def one(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+        async def one(kind: str, client: Client, rep: int = rep) -> None:
             result = await stream_completion(client, text(n_prompt, f"one-{rep}"), args.tokens, bias)
             turns.check(kind, [result], args.tokens)
             turns.one[kind].append(result)
@@ -185,13 +187,13 @@ async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, a
         await asyncio.sleep(PAUSE_S)
 
     for n in streams:
-        async def warm_n(kind: str, client: httpx.AsyncClient, n: int = n) -> None:
+        async def warm_n(kind: str, client: Client, n: int = n) -> None:
             await concurrent_round(client, [text(n_prompt, f"w-{n}-{i}") for i in range(n)], 8, bias,
                                    args.stagger_ms / 1000)
 
         await each(warm_n)
         for rep in range(args.repeat):
-            async def round_n(kind: str, client: httpx.AsyncClient, n: int = n, rep: int = rep) -> None:
+            async def round_n(kind: str, client: Client, n: int = n, rep: int = rep) -> None:
                 batch = [text(n_prompt + i % 4, f"{n}-{rep}-{i}") for i in range(n)]
                 result = await concurrent_round(client, batch, args.tokens, bias, args.stagger_ms / 1000)
                 turns.check(kind, result.results, args.tokens)
@@ -202,19 +204,19 @@ async def measure(clients: dict[str, httpx.AsyncClient], reference: Reference, a
     # A long prefix: cold (a prefix never seen), then cached (the same prefix after a first request, another suffix).
     shared = text(args.prefix, "shared")
     for rep in range(args.repeat):
-        async def cold(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+        async def cold(kind: str, client: Client, rep: int = rep) -> None:
             result = await stream_completion(client, text(args.prefix, f"cold-{rep}") + text(16, rep), 2, bias)
             turns.check(kind, [result], 2)
             turns.cold[kind].append(result)
 
         await each(cold)
 
-    async def first(kind: str, client: httpx.AsyncClient) -> None:
+    async def first(kind: str, client: Client) -> None:
         turns.check(kind, [await stream_completion(client, shared + text(16, "fill"), 2, bias)], 2)
 
     await each(first)
     for rep in range(args.repeat):
-        async def cached(kind: str, client: httpx.AsyncClient, rep: int = rep) -> None:
+        async def cached(kind: str, client: Client, rep: int = rep) -> None:
             result = await stream_completion(client, shared + text(16, rep), 2, bias)
             turns.check(kind, [result], 2)
             turns.cached[kind].append(result)
@@ -292,6 +294,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--stagger-ms", type=float, default=2.0,
                     help="gap between the starts of a round's requests (0: all at once); see the module docstring")
     ap.add_argument("--servers", default=",".join(SERVERS))
+    ap.add_argument("--client", choices=("httpx", "raw"), default="httpx",
+                    help="the transport every server is read with (bench/client.py): httpx, or the raw asyncio "
+                         "client, whose own cost per chunk is a fraction of httpx's")
     ap.add_argument("--out", type=Path, help="JSON output (default .cache/bench-results/http-NAME.json)")
     args = ap.parse_args(argv)
     checkpoint = args.checkpoint.resolve()
@@ -319,7 +324,8 @@ def main(argv: list[str]) -> int:
 
         async def run() -> Turns:
             async with AsyncExitStack() as clients_stack:
-                clients = {k: await clients_stack.enter_async_context(async_client(s.base_url, max_streams))
+                clients = {k: await clients_stack.enter_async_context(
+                               async_client(s.base_url, max_streams, raw=args.client == "raw"))
                            for k, s in servers.items()}
                 return await measure(clients, reference, args, prompts, bias)
 
@@ -337,6 +343,7 @@ def main(argv: list[str]) -> int:
         "prompt_tokens": args.prompt_tokens,
         "repeat": args.repeat,
         "stagger_ms": args.stagger_ms,
+        "client": args.client,
         "blas": blas_used,
         "stream_generate_decode_tps": summary(turns.reference, True),
         "servers": results,

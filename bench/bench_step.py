@@ -43,8 +43,10 @@ from mlxd.engine.threads import run_on_own_thread  # noqa: E402
 from tests.conftest import synthetic_checkpoint  # noqa: E402
 
 
-def scheduler(loaded: Any, streams: int, n_ctx_slot: int, draft: Any = None, compiled: bool = True) -> Scheduler:
-    settings = WorkerSettings(ctx_size=streams * n_ctx_slot, parallel=streams)
+def scheduler(loaded: Any, streams: int, n_ctx_slot: int, draft: Any = None, compiled: bool = True,
+              draft_n_max: int | None = None) -> Scheduler:
+    extra = {} if draft_n_max is None else {"spec_draft_n_max": draft_n_max}
+    settings = WorkerSettings(ctx_size=streams * n_ctx_slot, parallel=streams, **extra)
     n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)
     vocab = TokenizerVocab(loaded.tokenizer, loaded.vocab_size, loaded.eos_token_ids)
     s = Scheduler(loaded.model, fast_decoder(loaded.tokenizer), set(loaded.eos_token_ids), loaded.vocab_size,
@@ -90,13 +92,15 @@ def compiled_figures(loaded: Any, streams: list[int], tokens: int, block: int) -
     return out
 
 
-def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int) -> dict[str, Any]:
-    """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing)."""
+def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int,
+                  draft_n_max: int | None = None) -> dict[str, Any]:
+    """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing), drafting
+    up to ``draft_n_max`` tokens a step (``--spec-draft-n-max``; None: its default)."""
     target = load_model(synthetic_checkpoint("tiny", passthrough=30))
     other = load_model(synthetic_checkpoint("tiny", seed=seed) if seed else synthetic_checkpoint("tiny"))
     name = "never" if seed else "self"
     scheds = {"none": scheduler(target, streams, 32 + tokens + 64),
-              name: scheduler(target, streams, 32 + tokens + 64, draft=other)}
+              name: scheduler(target, streams, 32 + tokens + 64, draft=other, draft_n_max=draft_n_max)}
     total = {k: 0.0 for k in scheds}
     for rnd in range(rounds + 1):
         for s in scheds.values():
@@ -106,7 +110,8 @@ def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int)
             total = {k: total[k] + spent[k] for k in scheds}
     stats = scheds[name].spec_stats
     out = {f"{k}_s": round(v, 2) for k, v in total.items()}
-    out.update({f"{name}_over_none_time": round(total[name] / total["none"], 3), "drafted": stats.drafted,
+    out.update({"spec_draft_n_max": scheds[name].spec.n_max,
+                f"{name}_over_none_time": round(total[name] / total["none"], 3), "drafted": stats.drafted,
                 "accepted": stats.accepted, "speculative_steps": stats.steps})
     print(name, streams, out, flush=True)
     return out
@@ -120,6 +125,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--block", type=int, default=16, help="steps per turn")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing figure")
     ap.add_argument("--only", choices=("compiled", "never", "self"))
+    ap.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max of the draft figures (default: its default)")
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -141,11 +147,12 @@ def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
             report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
                                                   args.block)
         if args.only in (None, "never"):
-            report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1)
+            report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1,
+                                                               args.draft_n_max)
         if args.only in (None, "self"):
             for n in (1, 8):
                 report[f"self_speculative_{n}_streams"] = draft_figures(min(args.tokens, 96), args.rounds,
-                                                                        args.block, n, 0)
+                                                                        args.block, n, 0, args.draft_n_max)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
-"""One streaming ``/v1/completions`` client for every HTTP benchmark, so that both servers are timed the same way.
+"""One streaming ``/v1/completions`` client for every HTTP benchmark, so that every server is timed the same way.
 
-Both mlxd and ``mlx_lm.server`` stream OpenAI text-completion chunks and, with ``stream_options.include_usage``,
-end with a chunk that carries ``usage``; the token count comes from there and is checked against ``max_tokens``.
+mlxd, ``mlx_lm.server`` and llama-server stream OpenAI text-completion chunks and, with
+``stream_options.include_usage``, end with a chunk that carries ``usage``; the token count comes from there and is
+checked against ``max_tokens``.
+
+Two transports read the same stream: httpx (the default), and ``RawClient``, asyncio's streams with the chunked
+body scanned rather than decoded chunk by chunk. On a 2-vCPU machine the httpx client alone saturates a vCPU at
+about 5,500 chunks/s, so past that every server measures the client; the raw client reads several times as many.
 """
 
 from __future__ import annotations
@@ -51,18 +56,76 @@ class StreamResult:
         return (self.tokens - 1) / span if self.tokens > 1 and span > 0 else 0.0
 
 
-async def stream_completion(client: httpx.AsyncClient, prompt: str, max_tokens: int, bias: dict[str, float],
-                            started: float | None = None) -> StreamResult:
+def _body(prompt: str, max_tokens: int, bias: dict[str, float]) -> dict[str, Any]:
+    return {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+            "stream_options": {"include_usage": True}, "logit_bias": bias}
+
+
+class RawClient:
+    """A minimal HTTP/1.1 client for the streamed completion: a connection per request, the chunked body scanned for
+    frames with text, only the frames that finish the stream parsed as JSON."""
+
+    def __init__(self, base_url: str) -> None:
+        address = base_url.split("://", 1)[1].rstrip("/")
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host, int(port)
+
+    async def __aenter__(self) -> "RawClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
+
+    async def stream_completion(self, prompt: str, max_tokens: int, bias: dict[str, float],
+                                result: StreamResult) -> StreamResult:
+        payload = json.dumps(_body(prompt, max_tokens, bias)).encode()
+        head = (f"POST /v1/completions HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
+        reader, writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            writer.write(head + payload)
+            status_line = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n", 1)[0]
+            if b" 200 " not in status_line:
+                result.error = f"HTTP {status_line!r}"
+                return result
+            tail = b""
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                if size == 0:
+                    break
+                data = (await reader.readexactly(size + 2))[:-2]  # the chunk, less its CRLF
+                texts = data.count(b'"text":"') - data.count(b'"text":""')
+                if texts:
+                    now = time.perf_counter() - result.started
+                    result.chunks += texts
+                    result.ttft = result.ttft or now
+                    result.last = now
+                tail = (tail + data)[-8192:]
+            for frame in tail.split(b"\n\n"):  # the last frames: finish reason, usage, or an error
+                frame = frame.strip()
+                if not frame.startswith(b"data: {"):
+                    continue
+                chunk = json.loads(frame[6:])
+                if "error" in chunk:
+                    result.error = str(chunk["error"])[:200]
+                for choice in chunk.get("choices") or []:
+                    result.finish_reason = choice.get("finish_reason") or result.finish_reason
+                if chunk.get("usage"):
+                    result.tokens = int(chunk["usage"]["completion_tokens"])
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            writer.close()
+        return result
+
+
+async def stream_completion(client: httpx.AsyncClient | RawClient, prompt: str, max_tokens: int,
+                            bias: dict[str, float], started: float | None = None) -> StreamResult:
     """POST one streamed completion (greedy) and read it to the end; failures are recorded, never raised."""
     result = StreamResult(started=time.perf_counter() if started is None else started)
-    body: dict[str, Any] = {
-        "prompt": prompt,
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "logit_bias": bias,
-    }
+    if isinstance(client, RawClient):
+        return await client.stream_completion(prompt, max_tokens, bias, result)
+    body = _body(prompt, max_tokens, bias)
     try:
         async with client.stream("POST", "/v1/completions", json=body) as response:
             if response.status_code != 200:
@@ -114,7 +177,7 @@ class RoundResult:
         return percentile([r.ttft for r in self.results], q)
 
 
-async def concurrent_round(client: httpx.AsyncClient, prompts: list[str], max_tokens: int,
+async def concurrent_round(client: httpx.AsyncClient | RawClient, prompts: list[str], max_tokens: int,
                            bias: dict[str, float], stagger_s: float = 0.0) -> RoundResult:
     """Send all ``prompts`` and wait for every stream: at once, or the i-th ``i * stagger_s`` seconds after the
     first; TTFT is measured from each request's own start, aggregate tokens/s from the first start to the last
@@ -129,7 +192,10 @@ async def concurrent_round(client: httpx.AsyncClient, prompts: list[str], max_to
     return RoundResult(len(prompts), time.perf_counter() - t0, list(results))
 
 
-def async_client(base_url: str, streams: int) -> httpx.AsyncClient:
-    """An httpx client with room for ``streams`` connections and no read timeout a slow CPU run could trip."""
+def async_client(base_url: str, streams: int, raw: bool = False) -> httpx.AsyncClient | RawClient:
+    """An httpx client with room for ``streams`` connections and no read timeout a slow CPU run could trip (``raw``:
+    a ``RawClient``)."""
+    if raw:
+        return RawClient(base_url)
     limits = httpx.Limits(max_connections=streams + 4, max_keepalive_connections=streams + 4)
     return httpx.AsyncClient(base_url=base_url, limits=limits, timeout=httpx.Timeout(600.0, connect=10.0))
