@@ -10,22 +10,24 @@ a decode step can share or skip:
   concatenation), for the queries and again for the keys;
 - every product of a 3-D activation is flattened and unflattened around the 2-D one.
 
-Here activations stay 2-D (``[tokens, hidden]``) and RoPE is one elementwise pass over the queries (their attention
-scale included) and one over the keys, with cosines and sines read from a table that the layer's own rope module
-computed once. On tiny-llama a one-token step goes from 180 graph nodes to 106, 1.4x faster (docs/benchmarks.md,
-section 7). Joining the q/k/v and gate/up products into one each saved no further time here, and OpenBLAS rounds
-a joined product differently at some sizes, so they stay the modules' own.
+Here activations stay 2-D (``[tokens, hidden]``), weights are transposed once outside the trace, and RoPE is one
+elementwise pass over the queries (their attention scale folded in) and one over the keys, with cosines and sines
+read from a table that the layer's own rope module computed once. On tiny-llama a one-token step goes from 184
+graph nodes to 98 (docs/benchmarks.md, section 7). Joining the q/k/v and gate/up products into one each saved no
+further time here, and OpenBLAS rounds a joined product differently at some sizes, so they stay the modules' own.
 
 Every value is the same arithmetic as in mlx-lm's forward pass on this device, so the logits are bit for bit the
 compiled model's (tests/engine/test_fused_step.py):
 
-- table row ``p`` is the rope module applied at position ``p`` to a probe of ones and zeros: ``1 * cos - 0 * sin``
-  is the cosine the fallback multiplies with, in the activations' dtype, and likewise the sine;
+- table row ``p`` is the rope module applied at position ``p`` to a float32 probe of ones and zeros: ``1 * cos -
+  0 * sin`` is the cosine the fallback computes, cast like it to the dtype of what it rotates, and likewise the
+  sine;
 - the fallback's ``x1 * cos - x2 * sin`` and ``x1 * sin + x2 * cos`` are ``x * C + swap(x) * S`` with ``C = [cos,
   cos]`` and ``S = [-sin, sin]``: equal in IEEE arithmetic, and ``swap`` is a product with a permutation matrix,
   whose other terms are exact zeros;
 - attention is the fallback's own sequence of operations (a key head's query heads are the rows of one product,
-  the same dot products), the queries scaled in the RoPE pass by the same float32 scale cast to their dtype.
+  the same dot products) in the same common dtype, the queries scaled by the same float32 scale cast to it; with
+  a quantized cache (``-ctk q8_0``) it is mlx-lm's quantized attention, as the model calls it.
 
 Which models: mlx-lm's ``llama`` (``mistral`` too), ``qwen2`` and ``qwen3`` modules, every layer full attention,
 the rope an ``nn.RoPE`` or ``Llama3RoPE`` over the whole head. Any other model, and any other device (where RoPE,
@@ -42,6 +44,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 from mlx_lm.models.activations import swiglu
+from mlx_lm.models.base import quantized_scaled_dot_product_attention
 from mlx_lm.models.rope_utils import Llama3RoPE
 
 log = logging.getLogger("mlxd.engine.fused")
@@ -56,16 +59,12 @@ class FusedDecoder:
     def __init__(self, model: nn.Module) -> None:
         inner = model.model
         self.model, self.inner = model, inner
-        self.dtype = inner.embed_tokens(mx.array([0])).dtype  # the activations' dtype
         a = inner.layers[0].self_attn
         self.n_heads, self.n_kv, self.head_dim = int(a.n_heads), int(a.n_kv_heads), _head_dim(a)
         self.rope = a.rope
         self.tied = bool(getattr(model.args, "tie_word_embeddings", False))
-        # As the fallback, the attention scale is a float32 number cast to the queries' dtype.
-        self.scales = [mx.array(block.self_attn.scale, mx.float32).astype(self.dtype) for block in inner.layers]
-        mx.eval(self.scales)
         self._table: mx.array | None = None
-        self._swap = _swap_matrix(self.head_dim, self.rope.traditional, self.dtype)
+        self._swap = _swap_matrix(self.head_dim, self.rope.traditional)
         self._transposed: dict[int, tuple[mx.array, mx.array]] = {}
 
     @classmethod
@@ -82,7 +81,8 @@ class FusedDecoder:
 
     def inputs(self, capacity: int) -> list[mx.array]:
         """The arrays a traced pass reads besides tokens and caches: the RoPE table for positions below
-        ``capacity`` ([positions, 2 * head_dim]: C then S; it only grows, so traces stay few) and the swap."""
+        ``capacity`` ([positions, 2 * head_dim]: C then S, in float32, as the fallback computes them before it casts
+        them to the queries' dtype; it only grows, so traces stay few) and the swap."""
         if self._table is None or self._table.shape[0] < capacity:
             self._table = self._rope_table(capacity)
         return [self._table, self._swap]
@@ -93,7 +93,7 @@ class FusedDecoder:
         probe = np.zeros(d, np.float32)
         probe[slice(0, None, 2) if traditional else slice(0, half)] = 1.0  # the output: cos and sin, by layout
         positions = mx.arange(capacity, dtype=mx.int32)
-        cs = self.rope(mx.broadcast_to(mx.array(probe, self.dtype), (capacity, 1, 1, d)), offset=positions)[:, 0, 0]
+        cs = self.rope(mx.broadcast_to(mx.array(probe), (capacity, 1, 1, d)), offset=positions)[:, 0, 0]
         if traditional:
             cos, sin = cs[:, 0::2], cs[:, 1::2]
             c = mx.stack([cos, cos], axis=-1).reshape(capacity, d)
@@ -114,10 +114,10 @@ class FusedDecoder:
         offset = cache[0].offset  # a scalar, or one position per row
         pos = offset if N == 1 else (offset[:, None] if offset.ndim else offset) + mx.arange(N)
         cs = table[pos].reshape(-1, 1, N, 2 * d)  # [B or 1, 1, N, 2d]
-        rot = (cs[..., :d], cs[..., d:], swap)
+        rot = _Rotation(cs[..., :d], cs[..., d:], swap)
         mask = cache[0].make_mask(N)
-        for block, kv, scale in zip(self.inner.layers, cache, self.scales):
-            h = h + self._attention(block.self_attn, block.input_layernorm(h), kv, rot, scale, mask, B, N)
+        for block, kv in zip(self.inner.layers, cache):
+            h = h + self._attention(block.self_attn, block.input_layernorm(h), kv, rot, mask, B, N)
             m, x = block.mlp, block.post_attention_layernorm(h)
             h = h + self._linear(m.down_proj, swiglu(self._linear(m.gate_proj, x), self._linear(m.up_proj, x)))
         h = self.inner.norm(h)
@@ -148,18 +148,41 @@ class FusedDecoder:
             self._transposed[id(m)] = known
         return known[1]
 
-    def _attention(self, a: nn.Module, x: mx.array, kv: Any, rot: tuple[mx.array, mx.array, mx.array],
-                   scale: mx.array, mask: mx.array, B: int, N: int) -> mx.array:
+    def _attention(self, a: nn.Module, x: mx.array, kv: Any, rot: "_Rotation", mask: mx.array, B: int,
+                   N: int) -> mx.array:
         d, nq, nk = self.head_dim, self.n_heads, self.n_kv
-        c, s, swap = rot
         q, k, v = self._linear(a.q_proj, x), self._linear(a.k_proj, x), self._linear(a.v_proj, x)
         if "q_norm" in a:  # qwen3 normalises each head before RoPE
             q, k = a.q_norm(q.reshape(B * N, nq, d)), a.k_norm(k.reshape(B * N, nk, d))
         q, k, v = _heads(q, B, N, nq, d), _heads(k, B, N, nk, d), _heads(v, B, N, nk, d)
-        q = (q * c + (q @ swap) * s) * scale
-        k = k * c + (k @ swap) * s
+        q, k = rot(q), rot(k)
         keys, values = kv.update_and_fetch(k, v)
-        return self._linear(a.o_proj, _attend(q, keys, values, mask, nk).reshape(B * N, nq * d))
+        if hasattr(kv, "bits"):  # a quantized cache (-ctk q8_0): mlx-lm's quantized attention, which scales q itself
+            out = quantized_scaled_dot_product_attention(q, keys, values, scale=a.scale, mask=mask,
+                                                         group_size=kv.group_size, bits=kv.bits)
+            out = out.transpose(0, 2, 1, 3)
+        else:
+            # As the fallback: mixed dtypes attend in their common type (a bfloat16 model with an f16 cache), and
+            # the scale is a float32 number cast to it.
+            common = mx.result_type(q, keys, values)
+            q, keys, values = q.astype(common), keys.astype(common), values.astype(common)
+            out = _attend(q * mx.array(a.scale, mx.float32).astype(common), keys, values, mask, nk)
+        return self._linear(a.o_proj, out.reshape(B * N, nq * d))
+
+
+class _Rotation:
+    """One step's RoPE for every layer: ``x * C + swap(x) * S``, the table's float32 values cast to the dtype of
+    what they rotate (as the fallback casts its cosines and sines), once per dtype."""
+
+    def __init__(self, c: mx.array, s: mx.array, swap: mx.array) -> None:
+        self.c, self.s, self.swap = c, s, swap
+        self._cast: dict[mx.Dtype, tuple[mx.array, mx.array, mx.array]] = {}
+
+    def __call__(self, x: mx.array) -> mx.array:
+        if x.dtype not in self._cast:
+            self._cast[x.dtype] = (self.c.astype(x.dtype), self.s.astype(x.dtype), self.swap.astype(x.dtype))
+        c, s, swap = self._cast[x.dtype]
+        return x * c + (x @ swap) * s
 
 
 def _heads(x: mx.array, B: int, N: int, heads: int, d: int) -> mx.array:
@@ -187,12 +210,12 @@ def _attend(q: mx.array, k: mx.array, v: mx.array, mask: mx.array, n_kv: int) ->
     return out.transpose(0, 2, 1, 3)
 
 
-def _swap_matrix(d: int, traditional: bool, dtype: mx.Dtype) -> mx.array:
+def _swap_matrix(d: int, traditional: bool) -> mx.array:
     """The permutation that swaps the two halves of a head (``traditional``: each pair), as a [d, d] matrix."""
     m = np.zeros((d, d), np.float32)
     for j in range(d):
         m[j ^ 1 if traditional else (j + d // 2) % d, j] = 1.0
-    return mx.array(m, dtype)
+    return mx.array(m)
 
 
 def _unsupported(model: nn.Module) -> str | None:

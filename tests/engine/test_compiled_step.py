@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlxd.engine.compiled import capacity_for
+from mlxd.engine.step_caches import capacity_for
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.scheduler import Scheduler
 from mlxd.engine.types import ErrorEvent, FinalEvent, TokenEvent

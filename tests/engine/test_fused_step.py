@@ -12,6 +12,7 @@ import pytest
 from mlx_lm.models import cache as mlx_cache
 from mlx_lm.models import gemma, llama, qwen2, qwen3
 
+from mlxd.engine import kv_types
 from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.fused import FusedDecoder
 
@@ -45,11 +46,17 @@ CASES = {
     "qwen3-qk-norm": lambda: build(qwen3, head_dim=16, tie_word_embeddings=True),
     "qwen3-bfloat16": lambda: build(qwen3, mx.bfloat16, head_dim=16, tie_word_embeddings=True),
     "qwen3-4bit": lambda: build(qwen3, quantize=True, head_dim=16, tie_word_embeddings=False),
+    # Head size 32: the smallest a q8_0 / q4_0 cache takes.
+    "llama-traditional-rope-hd32": lambda: build(llama, rope_traditional=True, num_attention_heads=2,
+                                                 num_key_value_heads=1),
+    "qwen3-hd32": lambda: build(qwen3, head_dim=32, tie_word_embeddings=True),
 }
 
 
-def prefilled(model: nn.Module, prompt: list[int]) -> list[Any]:
-    cache = mlx_cache.make_prompt_cache(model)
+def prefilled(model: nn.Module, prompt: list[int], kv: str | None = None) -> list[Any]:
+    """The model's caches after ``prompt``: its own type, or ``kv`` (a -ctk type name) as the scheduler makes it."""
+    cache = (mlx_cache.make_prompt_cache(model) if kv is None
+             else kv_types.make_cache(model, kv_types.fit(kv_types.resolve(kv, kv, explicit=True), model)))
     model(mx.array([prompt]), cache=cache)
     mx.eval([c.state for c in cache])
     return cache
@@ -62,7 +69,7 @@ def twin_steps(model: nn.Module) -> tuple[CompiledStep, CompiledStep]:
     return fused, own
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [c for c in CASES if not c.endswith("hd32")])
 def test_one_row_decodes_the_same_logits_across_a_bucket(case: str) -> None:
     model = CASES[case]()
     fused, own = twin_steps(model)
@@ -79,14 +86,32 @@ def test_one_row_decodes_the_same_logits_across_a_bucket(case: str) -> None:
     assert fused.steps == own.steps == 262
 
 
-@pytest.mark.parametrize("case", ["llama", "qwen3-qk-norm", "qwen3-4bit"])
-def test_a_left_padded_batch_decodes_the_same_logits(case: str) -> None:
+@pytest.mark.parametrize("case, kv", [("llama-traditional-rope-hd32", "q8_0"), ("qwen3-hd32", "q4_0"),
+                                      ("qwen3-bfloat16", "f16")])
+def test_a_typed_or_quantized_cache_decodes_the_same_logits(case: str, kv: str) -> None:
+    """-ctk types: a quantized cache goes through mlx-lm's quantized attention, which scales the queries itself."""
+    model = CASES[case]()
+    fused, own = twin_steps(model)
+    a, b = prefilled(model, [1, 5, 9, 13], kv), prefilled(model, [1, 5, 9, 13], kv)
+    assert type(a[0]).__name__ == ("TypedKV" if kv == "f16" else "QuantKV")
+    token = mx.array([3], mx.uint32)
+    for i in range(40):
+        x, y = fused(token, a), own(token, b)
+        assert x is not None and y is not None and mx.array_equal(x, y).item(), f"step {i}"
+        token = mx.argmax(x, axis=-1).astype(mx.uint32)
+    tokens = mx.array([[7, 11, 2]], mx.uint32)
+    assert mx.array_equal(fused.forward(tokens, a), own.forward(tokens, b)).item()
+
+
+@pytest.mark.parametrize("case, kv", [("llama", None), ("qwen3-qk-norm", None), ("qwen3-4bit", None),
+                                      ("qwen3-hd32", "q8_0")])
+def test_a_left_padded_batch_decodes_the_same_logits(case: str, kv: str | None) -> None:
     model = CASES[case]()
     fused, own = twin_steps(model)
     prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10], [11] * 20]
 
     def batch() -> list[Any]:
-        rows = [prefilled(model, p) for p in prompts]
+        rows = [prefilled(model, p, kv) for p in prompts]
         return [rows[0][i].merge([r[i] for r in rows]) for i in range(len(rows[0]))]
 
     a, b = batch(), batch()

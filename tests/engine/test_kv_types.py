@@ -133,3 +133,24 @@ def test_the_kv_cache_report_says_whether_its_type_was_set(hd32: Any) -> None:
     w1.stop(0.0)
     assert not w0.kv_cache_info()["explicit"] and w1.kv_cache_info()["explicit"]
     assert w1.kv_cache_info()["group_size"] == 32
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "f16"])
+def test_a_typed_cache_decodes_compiled_with_the_uncompiled_tokens(hd32: Any, kind: str) -> None:
+    """-ctk types decode through the compiled step (its quantized stand-ins write and attend as mlx-lm's
+    QuantizedKVCache does), with the tokens of the uncompiled forward pass, rows joining and leaving."""
+    runs = []
+    for compiled in (True, False):
+        worker = ModelWorker(hd32, WorkerSettings(ctx_size=2048, parallel=4, cache_type_k=kind, cache_type_v=kind))
+        if not compiled:
+            worker.scheduler.compiled = None
+        worker.start()
+        try:
+            handles = [worker.submit(greedy_request(list(hd32.tokenizer.encode(p * (1 + i))), 20 + 7 * i))
+                       for i, p in enumerate(PROMPTS)]
+            runs.append([final(h).tokens for h in handles])
+            if compiled:
+                assert worker.scheduler.compiled is not None and worker.scheduler.compiled.steps > 0
+        finally:
+            worker.stop(0.0)
+    assert runs[0] == runs[1]
