@@ -247,9 +247,9 @@ device-draft            str?   ~           refuse why=device
 n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
 model-draft             str?   ~
 spec-type               list   []          split acc append check=spec-type
-spec-ngram-mod-n-min    int    48          refuse why=spec
-spec-ngram-mod-n-max    int    64          refuse why=spec
-spec-ngram-mod-n-match  int    24          refuse why=spec
+spec-ngram-mod-n-min    int    48          0..1024
+spec-ngram-mod-n-max    int    64          0..1024
+spec-ngram-mod-n-match  int    24          1..1024
 spec-ngram-simple-size-n int   12          >=1
 spec-ngram-simple-size-m int   48          >=1
 spec-ngram-simple-min-hits int 1           >=1

@@ -1,4 +1,7 @@
-"""Draft-free proposals for speculative decoding (``--spec-type ngram-simple``): the sequence's own history.
+"""Draft-free proposals for speculative decoding (``--spec-type ngram-simple``, ``ngram-mod``).
+
+``ngram-simple`` looks in the sequence's own history (``propose`` below); ``ngram-mod`` in a table of every
+sequence's n-grams (engine.ngram_mod). ``Lookups`` asks them in b10621's order of preference.
 
 As b10621's ngram-simple: the last ``size_n`` tokens (the token just sampled last) are looked up in the earlier
 history, newest match first, and up to ``size_m`` tokens that followed that match are proposed, provided at least
@@ -11,6 +14,9 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Any
+
+from mlxd.engine.ngram_mod import NgramMod, SequenceState
 
 
 @dataclass(frozen=True)
@@ -43,3 +49,35 @@ def propose(history: list[int], sampled: int, cfg: NgramConfig, limit: int) -> l
     if take < n:
         return []
     return history[start:start + min(take, limit)]
+
+
+@dataclass
+class Lookups:
+    """The draft-free types of ``--spec-type`` a model serves, asked in b10621's order: ngram-simple, then
+    ngram-mod (a row that neither serves may still use the draft model)."""
+
+    simple: NgramConfig | None = None
+    mod: NgramMod | None = None
+
+    def propose(self, seq: Any, limit: int) -> tuple[list[int], bool]:
+        """Proposals to verify after the sequence's last token (up to ``limit``), and whether ngram-mod made
+        them."""
+        tokens = seq.all_tokens
+        if not tokens:
+            return [], False
+        history, sampled = tokens[:-1], tokens[-1]
+        if self.simple is not None:
+            found = propose(history, sampled, self.simple, limit)
+            if found:
+                return found, False
+        if self.mod is not None and limit > 0:
+            if seq.ngram_state is None:  # the sequence's first proposal: its prompt goes into the table
+                seq.ngram_state = SequenceState()
+                self.mod.begin(seq.ngram_state, seq.prompt)
+            return self.mod.propose(seq.ngram_state, history, sampled, limit), True
+        return [], False
+
+    def accepted(self, seq: Any, n_accepted: int) -> None:
+        """The verification of proposals ngram-mod made for ``seq``."""
+        if self.mod is not None and seq.ngram_state is not None:
+            self.mod.accepted(seq.ngram_state, n_accepted)

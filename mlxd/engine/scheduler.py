@@ -31,7 +31,8 @@ from mlxd.engine.decode import Decoding
 from mlxd.engine import idle_slots, kv_types
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
-from mlxd.engine.ngram_draft import NgramConfig
+from mlxd.engine.ngram_draft import Lookups, NgramConfig
+from mlxd.engine.ngram_mod import NgramMod, NgramModConfig
 from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
@@ -102,9 +103,12 @@ class Scheduler(PromptProcessing, Speculating, Decoding):
         self.spec_stats = SpecStats()
         self._draft_rows = DraftRows()
         self._spec_k, self._spec_idle = settings.spec_draft_n_max, 0
-        # --spec-type ngram-simple: proposals from each sequence's own history, no draft model.
-        self.ngram = NgramConfig(settings.spec_ngram_simple_size_n, settings.spec_ngram_simple_size_m) \
+        # --spec-type ngram-simple / ngram-mod: proposals from the sequences' own tokens, no draft model.
+        simple = NgramConfig(settings.spec_ngram_simple_size_n, settings.spec_ngram_simple_size_m) \
             if "ngram-simple" in settings.spec_type else None
+        mod = NgramMod(NgramModConfig(settings.spec_ngram_mod_n_match, settings.spec_ngram_mod_n_min,
+                                      settings.spec_ngram_mod_n_max)) if "ngram-mod" in settings.spec_type else None
+        self.ngram = Lookups(simple, mod) if simple is not None or mod is not None else None
         if draft is not None or self.ngram is not None:
             for which, m in (("the model", model), ("the draft model", draft)):
                 if m is not None and not all(kv_types.is_single(c)

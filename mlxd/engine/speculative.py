@@ -27,12 +27,12 @@ from typing import Any, Callable
 import mlx.core as mx
 import numpy as np
 
-from mlxd.engine import kv_types, ngram_draft
+from mlxd.engine import kv_types
 from mlxd.engine import readback
 from mlxd.engine import speculative_sampling as rs
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.compiled import CompiledStep
-from mlxd.engine.ngram_draft import NgramConfig
+from mlxd.engine.ngram_draft import Lookups
 from mlxd.engine.sequence import Sequence
 from mlxd.engine.slots import Slot
 
@@ -78,7 +78,7 @@ class Speculating:
     model: Callable[..., mx.array]
     batch: DecodeBatch
     draft: Any  # the draft nn.Module, or None
-    ngram: NgramConfig | None  # --spec-type ngram-simple
+    ngram: Lookups | None  # --spec-type ngram-simple, ngram-mod
     draft_kv: kv_types.KvType
     spec: SpecConfig
     spec_stats: SpecStats
@@ -160,25 +160,26 @@ class Speculating:
         return True
 
     def _ngram_step(self, sampled: list[int]) -> bool:
-        """Verify every row's n-gram proposals in one forward pass (``--spec-type ngram-simple``); False when no
-        row has any. A row without proposals offers none: its pass still emits the one token a plain step would."""
-        batch, cfg = self.batch, self.ngram
-        assert cfg is not None
+        """Verify every row's n-gram proposals in one forward pass (``--spec-type ngram-simple``, ``ngram-mod``);
+        False when no row has any. A row without proposals offers none: its pass still emits the one token a plain
+        step would."""
+        batch, lookups = self.batch, self.ngram
+        assert lookups is not None
         if any(batch.awaiting):  # the lookup needs each row's last token on the host
             # Reading it back stops the pipelined greedy step, so that is done only where the history up to the
             # token before repeats itself: elsewhere a repeat found one step later costs one plain step.
-            if not any(ngram_draft.propose(_live(s).all_tokens[:-1], _live(s).all_tokens[-1], cfg, 1)
-                       for s in batch.slots):
+            if not any(lookups.propose(_live(s), 1)[0] for s in batch.slots):
                 return False
             self._settle()
             if not len(batch):
                 return True
-        proposals, rooms = [], []
-        for slot in batch.slots:
-            tokens = _live(slot).all_tokens  # the cached tokens, then the pending one
+        proposals, rooms, by_mod = [], [], []
+        for slot in batch.slots:  # each sequence's tokens end with its pending one now
             room = _room(slot)
-            proposals.append(ngram_draft.propose(tokens[:-1], tokens[-1], cfg, room))
+            found, mod = lookups.propose(_live(slot), room)
+            proposals.append(found)
             rooms.append(room)
+            by_mod.append(mod and bool(found))
         k = max(len(p) for p in proposals)
         if k == 0:
             return False
@@ -197,7 +198,12 @@ class Speculating:
             for r, i in enumerate(sampled):
                 seq = _live(batch.slots[i])
                 chosen[i] = rs.verify_fixed(seq.sampler, host[r], proposals[i], _rng(seq))
-        _, done, _ = self._emit(k, [len(p) for p in proposals], chosen, drafts, readback.int_rows(targets))
+        # The rows' sequences before _emit retires the finished ones (ngram-mod counts their acceptance too).
+        seqs = [_live(s) for s in batch.slots]
+        keep, done, _ = self._emit(k, [len(p) for p in proposals], chosen, drafts, readback.int_rows(targets))
+        for seq, kept, mod in zip(seqs, keep, by_mod):
+            if mod:
+                lookups.accepted(seq, kept)
         if done:
             self._retire(done)
         return True

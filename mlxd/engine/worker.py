@@ -132,14 +132,18 @@ class ModelWorker(SlotActions):
             return None
         stats = self.scheduler.spec_stats
         # In the order given, as b10621 joins them; a draft model without --spec-type is draft-simple.
-        types = [t for t in self.settings.spec_type if t in ("ngram-simple", "draft-simple")] or ["draft-simple"]
+        types = [t for t in self.settings.spec_type if t in ("ngram-simple", "ngram-mod", "draft-simple")
+                 ] or ["draft-simple"]
         info: dict[str, Any] = {"type": ",".join(types), "n_drafted": stats.drafted, "n_accepted": stats.accepted,
                                 "n_steps": stats.steps}
         if self.draft is not None:
             info.update(draft_model=str(self.draft.path), n_max=self.settings.spec_draft_n_max,
                         n_min=self.settings.spec_draft_n_min, p_min=self.settings.draft_p_min)
-        if ngram is not None:
-            info.update(ngram_size_n=ngram.size_n, ngram_size_m=ngram.size_m)
+        if ngram is not None and ngram.simple is not None:
+            info.update(ngram_size_n=ngram.simple.size_n, ngram_size_m=ngram.simple.size_m)
+        if ngram is not None and ngram.mod is not None:
+            mod = ngram.mod.cfg
+            info.update(ngram_mod_n_match=mod.n_match, ngram_mod_n_min=mod.n_min, ngram_mod_n_max=mod.n_max)
         return info
 
     def kv_cache_info(self) -> dict[str, Any]:

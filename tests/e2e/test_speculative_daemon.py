@@ -53,6 +53,24 @@ def test_ngram_simple_serves_without_a_draft_model(start_server: Callable[..., R
         assert f"llamacpp:spec_decode_num_accepted_tokens_total {body['timings']['draft_n_accepted']}\n" in metrics
 
 
+def test_ngram_mod_serves_from_a_table_every_request_feeds(start_server: Callable[..., RunningServer],
+                                                          tiny_checkpoint: Path) -> None:
+    """``--spec-type ngram-mod``: a request's tokens join the shared table in chunks of 32, so a second request
+    with the same text is proposed chains from its first step; greedy tokens are those a plain step would pick."""
+    prompt = {"prompt": "one two three four " * 4, "n_predict": 48, "temperature": 0, "logit_bias": [[300, 100.0]],
+              "return_tokens": True}
+    running = start_server("-m", str(tiny_checkpoint), "-c", "2048", "--spec-type", "ngram-mod",
+                           "--spec-ngram-mod-n-match", "2", "--spec-ngram-mod-n-min", "1",
+                           "--spec-ngram-mod-n-max", "8")
+    with running.client() as client:
+        bodies = [client.post("/completion", json=prompt).json() for _ in range(2)]
+        props = client.get("/props").json()
+    assert all(b["tokens"] == [300] * 48 for b in bodies)
+    assert bodies[1]["generation_settings"]["speculative.types"] == "ngram-mod"
+    assert bodies[1]["timings"]["draft_n"] >= bodies[1]["timings"]["draft_n_accepted"] > 0
+    assert (props["speculative"]["ngram_mod_n_match"], props["speculative"]["ngram_mod_n_max"]) == (2, 8)
+
+
 def test_spec_types_mlxd_lacks_are_refused_before_loading(start_server: Callable[..., RunningServer]) -> None:
-    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .* and ngram-simple"):
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .*, ngram-simple and ngram-mod"):
         start_server("--spec-type", "ngram-map-k")
