@@ -11,7 +11,7 @@ The loop below is built on the same parts instead: mlx_lm's model code, its ``Ba
 
 This module holds admission, slots and endings; prompt processing (and a prompt's first token) is in
 ``prefill.py``, the decode step in ``decode.py`` (its forward pass compiled in ``compiled.py``) and the speculative
-step in ``speculative.py``, mixed in.
+step in ``speculative.py`` (its n-gram variant in ``spec_ngram.py``), mixed in.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from mlxd.engine.ngram_mod import NgramMod, NgramModConfig
 from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
+from mlxd.engine.spec_ngram import NgramStep
 from mlxd.engine.speculative import DraftRows, SpecConfig, SpecStats, Speculating
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Resident, Slot, SlotRegistry, common_prefix
@@ -62,7 +63,7 @@ class BadInput(ValueError):
     """A request the worker found unusable after admission (for example a token id outside the vocabulary)."""
 
 
-class Scheduler(PromptProcessing, Speculating, Decoding):
+class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
     """The batch state of one model; every method runs on the worker thread."""
 
     def __init__(

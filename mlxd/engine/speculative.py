@@ -93,6 +93,7 @@ class Speculating:
     compiled: CompiledStep | None
     compiled_draft: CompiledStep | None
     lora: Any
+    _ngram_step: Callable[[list[int]], bool]  # engine.spec_ngram's step, mixed into the Scheduler beside this
 
     def _speculate(self) -> bool:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""
@@ -117,7 +118,7 @@ class Speculating:
             if not len(batch):
                 return True
         # As b10621, a row proposes no more than its room: the context less two, one fewer than it still generates.
-        rooms = [max(0, _room(s)) for s in batch.slots]
+        rooms = [max(0, room(s)) for s in batch.slots]
         k = min(k, max(rooms))
         if k == 0:
             return False
@@ -137,14 +138,14 @@ class Speculating:
         mx.eval(outs)
         d_host, t_host = readback.int_rows(drafts), readback.int_rows(targets)
         p_host = readback.float_rows(probs) if probs is not None else None
-        offered = [min(k, room) for room in rooms]
+        offered = [min(k, r) for r in rooms]
         chosen: dict[int, tuple[list[int], int]] = {}  # sampling rows: (tokens to emit, proposals kept)
         if rows is not None:
             host = np.array(rows, copy=False)
             for r, i in enumerate(sampled):
                 seq = batch.slots[i].seq
                 assert seq is not None
-                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], offered[i], _rng(seq))
+                chosen[i] = rs.verify(seq.sampler, host[r], d_host[i], qs[i], offered[i], draws(seq))
         if p_host is not None:  # --spec-draft-p-min: a greedy row stops proposing at its first unsure token
             for i in range(len(batch)):
                 if i not in chosen:
@@ -155,55 +156,6 @@ class Speculating:
         _roll_back(draft_rows.cache, [(k - 1) - u for u in kept_d], False)
         draft_rows.lens = [n + 1 + u for n, u in zip(draft_rows.lens, kept_d)]
         self._adapt(accepted, sum(offered))
-        if done:
-            self._retire(done)
-        return True
-
-    def _ngram_step(self, sampled: list[int]) -> bool:
-        """Verify every row's n-gram proposals in one forward pass (``--spec-type ngram-simple``, ``ngram-mod``);
-        False when no row has any. A row without proposals offers none: its pass still emits the one token a plain
-        step would."""
-        batch, lookups = self.batch, self.ngram
-        assert lookups is not None
-        if any(batch.awaiting):  # the lookup needs each row's last token on the host
-            # Reading it back stops the pipelined greedy step, so that is done only where the history up to the
-            # token before repeats itself: elsewhere a repeat found one step later costs one plain step.
-            if not any(lookups.propose(_live(s), 1)[0] for s in batch.slots):
-                return False
-            self._settle()
-            if not len(batch):
-                return True
-        proposals, rooms, by_mod = [], [], []
-        for slot in batch.slots:  # each sequence's tokens end with its pending one now
-            room = _room(slot)
-            found, mod = lookups.propose(_live(slot), room)
-            proposals.append(found)
-            rooms.append(room)
-            by_mod.append(mod and bool(found))
-        k = max(len(p) for p in proposals)
-        if k == 0:
-            return False
-        # The verification pass is compiled per shape: k padded to a power of two keeps the traces few (the padding
-        # is offered by no row, and fits where the longest proposal's row has room).
-        k = min(1 << (k - 1).bit_length(), max(rooms))
-        self._steps += 1
-        pending = batch.tokens
-        assert pending is not None
-        drafts = [p + [0] * (k - len(p)) for p in proposals]
-        targets, rows = self._verify(pending, mx.array(drafts, dtype=mx.uint32), sampled)
-        mx.eval([targets] + ([rows] if rows is not None else []))
-        chosen: dict[int, tuple[list[int], int]] = {}
-        if rows is not None:
-            host = np.array(rows, copy=False)
-            for r, i in enumerate(sampled):
-                seq = _live(batch.slots[i])
-                chosen[i] = rs.verify_fixed(seq.sampler, host[r], proposals[i], _rng(seq))
-        # The rows' sequences before _emit retires the finished ones (ngram-mod counts their acceptance too).
-        seqs = [_live(s) for s in batch.slots]
-        keep, done, _ = self._emit(k, [len(p) for p in proposals], chosen, drafts, readback.int_rows(targets))
-        for seq, kept, mod in zip(seqs, keep, by_mod):
-            if mod:
-                lookups.accepted(seq, kept)
         if done:
             self._retire(done)
         return True
@@ -231,7 +183,7 @@ class Speculating:
         last: list[int] = []  # each row's next input: the last token it emitted
         accepted = 0
         for i, slot in enumerate(batch.slots):
-            seq = _live(slot)
+            seq = live(slot)
             if i in chosen:
                 tokens, agreed = chosen[i]
             else:
@@ -290,7 +242,7 @@ class Speculating:
         cache lacks go in first, right-padded per row."""
         rows, batch = self._draft_rows, self.batch
         assert rows.cache is not None
-        lags = [_live(s).all_tokens[n : _live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
+        lags = [live(s).all_tokens[n : live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
         if longest == 1:
             logits = self._pass(self.compiled_draft, self.draft, pending[:, None], rows.cache, last=True)
@@ -308,17 +260,17 @@ class Speculating:
             rows.lens = [n + len(lag) for n, lag in zip(rows.lens, lags)]
         want_p = self.spec.p_min > 0
         out, probs = [], []
-        forks = {i: rs.fork(_live(batch.slots[i]).sampler) for i in sampled}
+        forks = {i: rs.fork(live(batch.slots[i]).sampler) for i in sampled}
         qs: dict[int, list[np.ndarray]] = {i: [] for i in sampled}
         # Greedy rows propose what their own argmax would pick: the logits plus the row's bias, as _verify's.
-        bias = self._bias_for([_live(s) for s in batch.slots], logits.shape[-1])
+        bias = self._bias_for([live(s) for s in batch.slots], logits.shape[-1])
         for j in range(k):
             token = mx.argmax(logits if bias is None else logits.astype(mx.float32) + bias, axis=-1)
             if sampled:  # their proposals come from the host: one read-back per draft step
                 host = np.array(logits[mx.array(sampled)].astype(mx.float32))
                 picks = readback.ints(token)
                 for r, i in enumerate(sampled):
-                    picks[i], q = rs.propose(forks[i], host[r], _rng(batch.slots[i].seq))
+                    picks[i], q = rs.propose(forks[i], host[r], draws(batch.slots[i].seq))
                     qs[i].append(q)
                 token = mx.array(picks)
             out.append(token)
@@ -366,22 +318,22 @@ class Speculating:
             rows.lens = [rows.lens[i] for i in order]
 
 
-def _room(slot: Slot) -> int:
+def room(slot: Slot) -> int:
     """b10621's room for a row's proposals: its context less two, and one fewer than the tokens it still generates."""
-    seq = _live(slot)
+    seq = live(slot)
     room = slot.n_ctx - seq.n_past - 2
     if seq.n_remain > 0:
         room = min(room, seq.n_remain - 1)
     return room
 
 
-def _live(slot: Slot) -> Sequence:
+def live(slot: Slot) -> Sequence:
     """The sequence a decode-batch row runs (a row in the batch always holds one)."""
     assert slot.seq is not None
     return slot.seq
 
 
-def _rng(seq: Any) -> np.random.Generator:
+def draws(seq: Any) -> np.random.Generator:
     """The sequence's generator for proposals and acceptance draws, seeded from its request's seed."""
     if seq.spec_rng is None:
         seq.spec_rng = np.random.default_rng(seq.sampler.seed)
