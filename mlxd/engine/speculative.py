@@ -63,12 +63,14 @@ class SpecStats:
 class DraftRows:
     """The draft model's batched cache, one row per decode-batch row (reconciled at the start of each step)."""
 
-    slots: list[Slot] = field(default_factory=list)
+    # Each row's sequence: a slot that has finished one request and started the next between two speculative
+    # steps is the same slot with another sequence, whose draft row starts empty.
+    seqs: list[Sequence] = field(default_factory=list)
     cache: list[Any] | None = None
     lens: list[int] = field(default_factory=list)  # tokens in each row's draft cache
 
     def clear(self) -> None:
-        self.slots, self.cache, self.lens = [], None, []
+        self.seqs, self.cache, self.lens = [], None, []
 
 
 class Speculating:
@@ -284,21 +286,21 @@ class Speculating:
 
     def _sync_draft_rows(self) -> None:
         """Make the draft's rows the decode batch's rows, in its order: gone rows dropped, new ones added empty."""
-        rows, slots = self._draft_rows, self.batch.slots
-        ids = [s.id for s in slots]
-        if [s.id for s in rows.slots] == ids:
+        rows = self._draft_rows
+        seqs = [live(s) for s in self.batch.slots]
+        if len(rows.seqs) == len(seqs) and all(a is b for a, b in zip(rows.seqs, seqs)):
             return
-        kept = [i for i, s in enumerate(rows.slots) if s.id in ids]
-        if rows.cache is not None and len(kept) != len(rows.slots):
+        kept = [i for i, q in enumerate(rows.seqs) if any(q is b for b in seqs)]
+        if rows.cache is not None and len(kept) != len(rows.seqs):
             if kept:
                 for c in rows.cache:
                     c.filter(kept)
-                rows.slots = [rows.slots[i] for i in kept]
+                rows.seqs = [rows.seqs[i] for i in kept]
                 rows.lens = [rows.lens[i] for i in kept]
             else:
                 rows.clear()
-        for slot in slots:
-            if slot.id in [s.id for s in rows.slots]:
+        for seq in seqs:
+            if any(seq is q for q in rows.seqs):
                 continue
             fresh = [c.merge([c]) for c in kv_types.make_cache(self.draft, self.draft_kv)]
             if rows.cache is None:
@@ -306,15 +308,14 @@ class Speculating:
             else:
                 for mine, theirs in zip(rows.cache, fresh):
                     mine.extend(theirs)
-            rows.slots.append(slot)
+            rows.seqs.append(seq)
             rows.lens.append(0)
-        have = [s.id for s in rows.slots]
-        order = [have.index(i) for i in ids]
+        order = [next(i for i, q in enumerate(rows.seqs) if q is seq) for seq in seqs]
         if order != list(range(len(order))):
             assert rows.cache is not None
             for c in rows.cache:
                 c.filter(order)
-            rows.slots = [rows.slots[i] for i in order]
+            rows.seqs = [rows.seqs[i] for i in order]
             rows.lens = [rows.lens[i] for i in order]
 
 

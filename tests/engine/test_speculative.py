@@ -56,8 +56,8 @@ def test_greedy_with_and_without_a_draft_is_identical_on_20_concurrent_prompts(t
     spec, info = _generate(target, draft, PROMPTS_20, cache_type_k_draft="f16", cache_type_v_draft="f16")
     assert none is None and info is not None
     assert [f.tokens for f in spec] == [f.tokens for f in plain]
-    # The pair agrees, so most proposals are accepted (a row's last step may draft past its n_predict).
-    assert info["n_accepted"] > 0.7 * info["n_drafted"] > 0
+    # The pair agrees, so nearly every proposal is accepted (the draft's f16 cache rounds a few argmaxes apart).
+    assert info["n_accepted"] > 0.95 * info["n_drafted"] > 0
     assert sum(f.timings.draft_n for f in spec) == info["n_drafted"]
     assert sum(f.timings.draft_n_accepted for f in spec) == info["n_accepted"]
     assert all(f.timings.draft_n == 0 for f in plain)
@@ -80,6 +80,22 @@ def test_a_row_proposes_no_more_than_it_still_generates(target: Any, draft: Any)
     spec, info = _generate(target, draft, PROMPTS, n=21, spec_draft_n_max=8)
     assert [f.tokens for f in spec] == [f.tokens for f in plain]
     assert info is not None and info["n_drafted"] > 0 and info["n_accepted"] == info["n_drafted"]
+
+
+def test_a_slots_next_request_drafts_from_an_empty_draft_row(target: Any, draft: Any) -> None:
+    """One slot serves requests one after another: the next request's draft row starts empty, not with the last
+    request's tokens (which made the pair disagree from the second request on)."""
+    worker = ModelWorker(target, WorkerSettings(ctx_size=512, parallel=1), draft=draft)
+    worker.start()
+    try:
+        spec = [final(worker.submit(greedy_request(list(target.tokenizer.encode(p)), 24))) for p in PROMPTS[:3]]
+        info = worker.speculative_info()
+    finally:
+        worker.stop(0.0)
+    plain, _ = _generate(target, None, PROMPTS[:3], n=24)
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    assert all(f.timings.draft_n > 0 and f.timings.draft_n_accepted == f.timings.draft_n for f in spec)
+    assert info is not None and info["n_accepted"] == info["n_drafted"]
 
 
 def test_greedy_rows_propose_with_their_logit_bias(target: Any, draft: Any) -> None:
