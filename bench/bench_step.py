@@ -142,7 +142,7 @@ def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
     placement = keep_on_one_cpu()
     report["placement"] = "kernel's" if placement is None else f"CPU {placement.cpu}, batch {placement.batch_policy}"
     with mx.stream(mx.new_thread_local_stream(mx.default_device())):
-        if args.only != "never":
+        if args.only in (None, "compiled"):
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
                                                   args.block)

@@ -246,8 +246,14 @@ class Speculating:
         assert rows.cache is not None
         lags = [live(s).all_tokens[n : live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
-        if longest == 1:
-            logits = self._pass(self.compiled_draft, self.draft, pending[:, None], rows.cache, last=True)
+        if all(len(lag) == longest - 1 for lag in lags):
+            # Every row lags alike (one row; or all took every proposal, the last of which the draft never fed):
+            # no padding, so the lag and the pending token are one compiled pass.
+            tokens = pending[:, None].astype(mx.uint32)
+            if longest > 1:
+                tokens = mx.concatenate([mx.array(lags, dtype=mx.uint32), tokens], axis=1)
+            logits = self._pass(self.compiled_draft, self.draft, tokens, rows.cache, last=True)
+            rows.lens = [n + longest - 1 for n in rows.lens]
         else:
             pads = [longest - 1 - len(lag) for lag in lags]
             pending_host = readback.ints(pending)
