@@ -246,9 +246,10 @@ class Speculating:
         assert rows.cache is not None
         lags = [live(s).all_tokens[n : live(s).n_past] for s, n in zip(batch.slots, rows.lens)]
         longest = max(len(lag) for lag in lags) + 1
-        if all(len(lag) == longest - 1 for lag in lags):
-            # Every row lags alike (one row; or all took every proposal, the last of which the draft never fed):
-            # no padding, so the lag and the pending token are one compiled pass.
+        if longest <= 2 and all(len(lag) == longest - 1 for lag in lags):
+            # Every row lags alike by at most the one token a step's last proposal leaves (all rows took every
+            # proposal, which the draft never fed): no padding, so the lag and the pending token are one compiled
+            # pass. Longer lags (catching up after plain steps) would each be a trace of their own.
             tokens = pending[:, None].astype(mx.uint32)
             if longest > 1:
                 tokens = mx.concatenate([mx.array(lags, dtype=mx.uint32), tokens], axis=1)
