@@ -253,12 +253,12 @@ spec-ngram-mod-n-match  int    24          1..1024
 spec-ngram-simple-size-n int   12          >=1
 spec-ngram-simple-size-m int   48          >=1
 spec-ngram-simple-min-hits int 1           >=1
-spec-ngram-map-k-size-n int    12          refuse why=spec
-spec-ngram-map-k-size-m int    48          refuse why=spec
-spec-ngram-map-k-min-hits int  1           refuse why=spec
-spec-ngram-map-k4v-size-n int  12          refuse why=spec
-spec-ngram-map-k4v-size-m int  48          refuse why=spec
-spec-ngram-map-k4v-min-hits int 1          refuse why=spec
+spec-ngram-map-k-size-n int    12          1..1024
+spec-ngram-map-k-size-m int    48          1..1024
+spec-ngram-map-k-min-hits int  1           >=1
+spec-ngram-map-k4v-size-n int  12          1..1024
+spec-ngram-map-k4v-size-m int  48          1..1024
+spec-ngram-map-k4v-min-hits int 1          >=1
 draft-max               str?   ~           removed
 draft-n-min             str?   ~           removed
 spec-ngram-size-n       str?   ~           removed

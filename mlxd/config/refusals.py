@@ -60,8 +60,8 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     # b10621's cache types that MLX can store (engine.kv_types); iq4_nl's codebook has no MLX counterpart.
     "kv-type": lambda spec, value: value == "iq4_nl",
     # The speculative types mlxd serves (engine.speculative).
-    "spec-type": lambda spec, value: any(v not in ("none", "draft-simple", "ngram-simple", "ngram-mod")
-                                         for v in value),
+    "spec-type": lambda spec, value: any(v not in ("none", "draft-simple", "ngram-simple", "ngram-map-k",
+                                                   "ngram-map-k4v", "ngram-mod") for v in value),
 }
 
 

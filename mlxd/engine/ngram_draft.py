@@ -1,7 +1,9 @@
-"""Draft-free proposals for speculative decoding (``--spec-type ngram-simple``, ``ngram-mod``).
+"""Draft-free proposals for speculative decoding (``--spec-type ngram-simple``, ``ngram-map-k``, ``ngram-map-k4v``,
+``ngram-mod``).
 
-``ngram-simple`` looks in the sequence's own history (``propose`` below); ``ngram-mod`` in a table of every
-sequence's n-grams (engine.ngram_mod). ``Lookups`` asks them in b10621's order of preference.
+``ngram-simple`` looks in the sequence's own history (``propose`` below); ``ngram-map-k`` and ``ngram-map-k4v`` in
+a map each slot keeps of its history (engine.ngram_map); ``ngram-mod`` in a table of every sequence's n-grams
+(engine.ngram_mod). ``Lookups`` asks them in b10621's order of preference.
 
 As b10621's ngram-simple: the last ``size_n`` tokens (the token just sampled last) are looked up in the earlier
 history, newest match first, and up to ``size_m`` tokens that followed that match are proposed, provided at least
@@ -13,9 +15,10 @@ it verifies a draft model's, so greedy output is unchanged and sampling keeps it
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
+from mlxd.engine.ngram_map import NgramMap, NgramMapConfig
 from mlxd.engine.ngram_mod import NgramMod, SequenceState
 
 
@@ -51,33 +54,70 @@ def propose(history: list[int], sampled: int, cfg: NgramConfig, limit: int) -> l
     return history[start:start + min(take, limit)]
 
 
+Accepted = Callable[[int], None]  # told how many of a row's proposals the target kept
+
+
 @dataclass
 class Lookups:
-    """The draft-free types of ``--spec-type`` a model serves, asked in b10621's order: ngram-simple, then
-    ngram-mod (a row that neither serves may still use the draft model)."""
+    """The draft-free types of ``--spec-type`` a model serves, asked in b10621's order: ngram-simple, ngram-map-k,
+    ngram-map-k4v, then ngram-mod (a row that none serves may still use the draft model)."""
 
     simple: NgramConfig | None = None
+    maps: tuple[NgramMapConfig, ...] = ()  # ngram-map-k, ngram-map-k4v: one map of each per slot
     mod: NgramMod | None = None
+    # Each slot's maps, kept from request to request as b10621 keeps them, with the sequence they last began.
+    _slot_maps: dict[int, tuple[Any, list[NgramMap]]] = field(default_factory=dict)
 
-    def propose(self, seq: Any, limit: int) -> tuple[list[int], bool]:
-        """Proposals to verify after the sequence's last token (up to ``limit``), and whether ngram-mod made
-        them."""
+    def might_propose(self, slot: Any, seq: Any) -> bool:
+        """Whether a lookup after the sequence's last token would find something; changes nothing the lookup
+        keeps (ngram-mod's table aside, which a lookup fills as it goes)."""
         tokens = seq.all_tokens
         if not tokens:
-            return [], False
+            return False
+        history, sampled = tokens[:-1], tokens[-1]
+        if self.simple is not None and propose(history, sampled, self.simple, 1):
+            return True
+        if any(m.peek(history, sampled) for m in self._maps(slot, seq)):
+            return True
+        return self.mod is not None and bool(self._mod(seq, history, sampled, 1)[0])
+
+    def propose(self, slot: Any, seq: Any, limit: int) -> tuple[list[int], Accepted | None]:
+        """Proposals to verify after the sequence's last token (up to ``limit``), and whom to tell how many were
+        kept (None: no one keeps count)."""
+        tokens = seq.all_tokens
+        if not tokens or limit <= 0:
+            return [], None
         history, sampled = tokens[:-1], tokens[-1]
         if self.simple is not None:
             found = propose(history, sampled, self.simple, limit)
             if found:
-                return found, False
-        if self.mod is not None and limit > 0:
-            if seq.ngram_state is None:  # the sequence's first proposal: its prompt goes into the table
-                seq.ngram_state = SequenceState()
-                self.mod.begin(seq.ngram_state, seq.prompt)
-            return self.mod.propose(seq.ngram_state, history, sampled, limit), True
-        return [], False
+                return found, None
+        for m in self._maps(slot, seq):
+            found = m.propose(history, sampled)[:limit]
+            if found:
+                return found, m.accepted
+        if self.mod is not None:
+            return self._mod(seq, history, sampled, limit)
+        return [], None
 
-    def accepted(self, seq: Any, n_accepted: int) -> None:
-        """The verification of proposals ngram-mod made for ``seq``."""
-        if self.mod is not None and seq.ngram_state is not None:
-            self.mod.accepted(seq.ngram_state, n_accepted)
+    def _maps(self, slot: Any, seq: Any) -> list[NgramMap]:
+        """The slot's maps, begun with the sequence's prompt when it is a new one (b10621's ``begin``)."""
+        if not self.maps:
+            return []
+        began, maps = self._slot_maps.get(slot.id, (None, []))
+        if not maps:
+            maps = [NgramMap(cfg) for cfg in self.maps]
+        if began is not seq:
+            for m in maps:
+                m.begin(seq.prompt)
+            self._slot_maps[slot.id] = (seq, maps)
+        return maps
+
+    def _mod(self, seq: Any, history: list[int], sampled: int, limit: int) -> tuple[list[int], Accepted | None]:
+        assert self.mod is not None
+        mod = self.mod
+        if seq.ngram_state is None:  # the sequence's first proposal: its prompt goes into the table
+            seq.ngram_state = SequenceState()
+            mod.begin(seq.ngram_state, seq.prompt)
+        state = seq.ngram_state
+        return mod.propose(state, history, sampled, limit), lambda kept: mod.accepted(state, kept)

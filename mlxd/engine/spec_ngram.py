@@ -1,5 +1,5 @@
-"""The n-gram speculative step (``--spec-type ngram-simple``, ``ngram-mod``): proposals from the sequences' own
-tokens (engine.ngram_draft), verified for every row in one forward pass of the target, as a draft model's are
+"""The n-gram speculative step (``--spec-type ngram-simple``, ``ngram-map-k``, ``ngram-map-k4v``, ``ngram-mod``):
+proposals from the sequences' own tokens (engine.ngram_draft), verified for every row in one forward pass of the target, as a draft model's are
 (engine.speculative). A mixin of ``Scheduler``.
 """
 
@@ -30,7 +30,7 @@ class NgramStep:
     _emit: Callable[..., tuple[list[int], list[int], int]]
 
     def _ngram_step(self, sampled: list[int]) -> bool:
-        """Verify every row's n-gram proposals in one forward pass (``--spec-type ngram-simple``, ``ngram-mod``);
+        """Verify every row's n-gram proposals in one forward pass (the draft-free ``--spec-type``s);
         False when no row has any. A row without proposals offers none: its pass still emits the one token a plain
         step would."""
         batch, lookups = self.batch, self.ngram
@@ -38,18 +38,18 @@ class NgramStep:
         if any(batch.awaiting):  # the lookup needs each row's last token on the host
             # Reading it back stops the pipelined greedy step, so that is done only where the history up to the
             # token before repeats itself: elsewhere a repeat found one step later costs one plain step.
-            if not any(lookups.propose(live(s), 1)[0] for s in batch.slots):
+            if not any(lookups.might_propose(s, live(s)) for s in batch.slots):
                 return False
             self._settle()
             if not len(batch):
                 return True
-        proposals, rooms, by_mod = [], [], []
+        proposals, rooms, counts = [], [], []
         for slot in batch.slots:  # each sequence's tokens end with its pending one now
             space = room(slot)
-            found, mod = lookups.propose(live(slot), space)
+            found, count = lookups.propose(slot, live(slot), space)
             proposals.append(found)
             rooms.append(space)
-            by_mod.append(mod and bool(found))
+            counts.append(count if found else None)
         k = max(len(p) for p in proposals)
         if k == 0:
             return False
@@ -69,9 +69,9 @@ class NgramStep:
                 seq = live(batch.slots[i])
                 chosen[i] = rs.verify_fixed(seq.sampler, host[r], proposals[i], draws(seq))
         keep, done, _ = self._emit(k, [len(p) for p in proposals], chosen, drafts, readback.int_rows(targets))
-        for slot, kept, mod in zip(batch.slots, keep, by_mod):  # finished rows too: they leave below
-            if mod:
-                lookups.accepted(live(slot), kept)
+        for kept, count in zip(keep, counts):  # finished rows too: they leave below
+            if count is not None:
+                count(kept)
         if done:
             self._retire(done)
         return True

@@ -132,8 +132,8 @@ class ModelWorker(SlotActions):
             return None
         stats = self.scheduler.spec_stats
         # In the order given, as b10621 joins them; a draft model without --spec-type is draft-simple.
-        types = [t for t in self.settings.spec_type if t in ("ngram-simple", "ngram-mod", "draft-simple")
-                 ] or ["draft-simple"]
+        types = [t for t in self.settings.spec_type
+                 if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft-simple")] or ["draft-simple"]
         info: dict[str, Any] = {"type": ",".join(types), "n_drafted": stats.drafted, "n_accepted": stats.accepted,
                                 "n_steps": stats.steps}
         if self.draft is not None:
@@ -141,6 +141,9 @@ class ModelWorker(SlotActions):
                         n_min=self.settings.spec_draft_n_min, p_min=self.settings.draft_p_min)
         if ngram is not None and ngram.simple is not None:
             info.update(ngram_size_n=ngram.simple.size_n, ngram_size_m=ngram.simple.size_m)
+        for cfg in ngram.maps if ngram is not None else ():
+            kind = "ngram_map_k" if cfg.key_only else "ngram_map_k4v"
+            info.update({f"{kind}_size_n": cfg.size_n, f"{kind}_size_m": cfg.size_m, f"{kind}_min_hits": cfg.min_hits})
         if ngram is not None and ngram.mod is not None:
             mod = ngram.mod.cfg
             info.update(ngram_mod_n_match=mod.n_match, ngram_mod_n_min=mod.n_min, ngram_mod_n_max=mod.n_max)

@@ -71,6 +71,23 @@ def test_ngram_mod_serves_from_a_table_every_request_feeds(start_server: Callabl
     assert (props["speculative"]["ngram_mod_n_match"], props["speculative"]["ngram_mod_n_max"]) == (2, 8)
 
 
+def test_ngram_map_k4v_serves_from_each_slots_map(start_server: Callable[..., RunningServer],
+                                                  tiny_checkpoint: Path) -> None:
+    """``--spec-type ngram-map-k4v``: a repetitive prompt's repeats are proposed from the slot's map, and /props
+    reports its sizes; greedy tokens are those a plain step would pick."""
+    prompt = {"prompt": "one two three four " * 8, "n_predict": 48, "temperature": 0, "logit_bias": [[300, 100.0]],
+              "return_tokens": True}
+    running = start_server("-m", str(tiny_checkpoint), "-c", "2048", "--spec-type", "ngram-map-k4v",
+                           "--spec-ngram-map-k4v-size-n", "2", "--spec-ngram-map-k4v-size-m", "8")
+    with running.client() as client:
+        body = client.post("/completion", json=prompt).json()
+        props = client.get("/props").json()
+    assert body["tokens"] == [300] * 48
+    assert body["generation_settings"]["speculative.types"] == "ngram-map-k4v"
+    assert body["timings"]["draft_n"] >= body["timings"]["draft_n_accepted"] > 0
+    assert (props["speculative"]["ngram_map_k4v_size_n"], props["speculative"]["ngram_map_k4v_size_m"]) == (2, 8)
+
+
 def test_spec_types_mlxd_lacks_are_refused_before_loading(start_server: Callable[..., RunningServer]) -> None:
-    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .*, ngram-simple and ngram-mod"):
-        start_server("--spec-type", "ngram-map-k")
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .*and ngram-mod"):
+        start_server("--spec-type", "ngram-cache")
