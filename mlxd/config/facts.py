@@ -31,8 +31,8 @@ usage                   bool   false
 version                 bool   false
 cache-list              bool   false
 completion-bash         bool   false
-threads                 int    -1          >=-1 inert
-threads-batch           int    -1          >=-1 inert
+threads                 int    -1          >=-1 restart
+threads-batch           int    -1          >=-1 inert why=threads-batch
 cpu-mask                str    ""          refuse why=affinity
 cpu-range               str?   ~           refuse why=affinity
 cpu-strict              str    0           {0,1} inert=0 why=affinity

@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
         from mlxd.engine.blas import preload
 
-        chosen.append(preload(cast("BlasMode", cfg.cpu_blas)))
+        chosen.append(preload(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads))
 
     try:
         resolved = resolve_serving(argv, env)

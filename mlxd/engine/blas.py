@@ -52,7 +52,7 @@ class BlasReport:
     chosen: BlasChoice  # "platform": macOS (Accelerate) or CUDA, where the choice does not apply
     library: str | None
     reason: str
-    threads: int | None = None  # OpenBLAS threads when set by ``preload``; None leaves OpenBLAS's own choice
+    threads: int | None = None  # OpenBLAS threads set by ``preload`` (--threads); None leaves OpenBLAS's own choice
     thread_timeout: int | None = None  # OPENBLAS_THREAD_TIMEOUT in force (2^N cycles), when mlxd loaded OpenBLAS
 
     def describe(self) -> str:
@@ -68,7 +68,8 @@ _report: BlasReport | None = None
 def preload(mode: BlasMode = "auto", *, threads: int | None = None) -> BlasReport:
     """Load the system OpenBLAS ahead of mlx when ``mode`` allows it; call before anything imports mlx.
 
-    ``threads`` (``--threads``), when positive, sets OpenBLAS's thread count, which it reads once, at load.
+    ``threads`` (``--threads``), when positive, sets OpenBLAS's thread count, which it reads once, at load;
+    otherwise OpenBLAS decides (OPENBLAS_NUM_THREADS if the operator set it, else one thread per CPU).
     The first call decides for the whole process; later calls with the same mode return the same report.
     ``system`` raises :class:`EngineError` when no OpenBLAS is found or mlx was imported too early.
     """
