@@ -222,8 +222,8 @@ log-verbosity           int    3 effect=logging
 log-prefix              bool   false effect=logging
 log-timestamps          bool   false effect=logging
 hf-repo-draft           str?   ~
-threads-draft           int    -1          >=-1 inert
-threads-batch-draft     int    -1          >=-1 inert
+threads-draft           int    -1          >=-1 inert why=threads-draft
+threads-batch-draft     int    -1          >=-1 inert why=threads-draft
 cpu-mask-draft          str    ""          refuse why=affinity
 cpu-range-draft         str?   ~           refuse why=affinity
 cpu-strict-draft        int    0           refuse why=affinity

@@ -56,6 +56,9 @@ REASONS: dict[str, tuple[str, str]] = {
                         "echoes the text it ran"),
     "threads-batch": ("OpenBLAS keeps one thread count for the whole process (--threads); a separate count for "
                       "prompt processing is not yet implemented by mlxd", "leave it unset; --threads sets both"),
+    "threads-draft": ("OpenBLAS keeps one thread count for the whole process (--threads), the draft model's "
+                      "products included; a separate count for the draft is not yet implemented by mlxd",
+                      "leave it unset; --threads sets it for both models"),
     "swa-full": ("mlx-lm sizes a sliding-window layer's cache to its window, as b10621 does by default; a full-size "
                  "SWA cache is not yet implemented by mlxd", "leave it unset"),
     "checkpoints": ("context checkpoints are not yet implemented by mlxd: a sliding-window or recurrent cache is "
@@ -80,7 +83,7 @@ REASONS: dict[str, tuple[str, str]] = {
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
     "spec", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
-    "swa-full", "checkpoints", "escape", "threads-batch",
+    "swa-full", "checkpoints", "escape", "threads-batch", "threads-draft",
 })
 
 # Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their
