@@ -35,6 +35,20 @@ def final(handle: Any) -> FinalEvent:
     return event
 
 
+def generate_greedy(model: Any, prompts: list[list[int]], n: int, **settings: Any
+                    ) -> tuple[list[list[int]], dict[str, Any] | None]:
+    """Greedy tokens for ``prompts``, all submitted at once to a worker over ``model`` with ``settings``, and the
+    worker's ``speculative_info()``."""
+    settings.setdefault("ctx_size", 4096)
+    worker = ModelWorker(model, WorkerSettings(**settings))
+    worker.start()
+    try:
+        handles = [worker.submit(greedy_request(p, n)) for p in prompts]
+        return [list(final(h).tokens) for h in handles], worker.speculative_info()
+    finally:
+        worker.stop(0.0)
+
+
 @pytest.fixture
 def make_worker(tiny_model: Any) -> Iterator[Callable[..., ModelWorker]]:
     """Start workers over the tiny model with the given settings; all are stopped at the end of the test."""

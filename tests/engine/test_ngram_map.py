@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.loader import load_model
 from mlxd.engine.ngram_map import HASH_SIZE, MAX_COUNT, MAX_VALUES, NgramMap, NgramMapConfig
-from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
-from tests.conftest import synthetic_checkpoint
-from tests.engine.conftest import final, greedy_request
+from tests.engine.conftest import generate_greedy
 
 
 class B10621:
@@ -208,32 +204,16 @@ def test_k4v_waits_for_min_hits_and_a_clear_favourite() -> None:
     assert lookups(a, b) == [[], []]  # once each: no clear favourite
 
 
-@pytest.fixture(scope="module")
-def model() -> Any:
-    return load_model(synthetic_checkpoint("tiny"))
-
-
-def _run(model: Any, prompts: list[list[int]], n: int, **settings: Any
-         ) -> tuple[list[list[int]], dict[str, Any] | None]:
-    worker = ModelWorker(model, WorkerSettings(ctx_size=4096, parallel=2, **settings))
-    worker.start()
-    try:
-        handles = [worker.submit(greedy_request(p, n)) for p in prompts]
-        return [list(final(h).tokens) for h in handles], worker.speculative_info()
-    finally:
-        worker.stop(0.0)
-
-
 @pytest.mark.parametrize("kind", ["ngram-map-k", "ngram-map-k4v"])
-def test_greedy_output_is_unchanged_and_slots_keep_their_maps(model: Any, kind: str) -> None:
+def test_greedy_output_is_unchanged_and_slots_keep_their_maps(tiny_model: Any, kind: str) -> None:
     """Four repetitive requests through two slots: each slot's map carries from one request to the next, proposals
     are verified in the batch, and greedy tokens are those of plain decoding."""
     texts = ["def f(x):\n    return x + 1\n" * 6, "one two three four " * 10, "abc" * 30, "The quick brown fox"]
-    prompts = [list(model.tokenizer.encode(t)) for t in texts]
-    plain, none = _run(model, prompts, 64)
+    prompts = [list(tiny_model.tokenizer.encode(t)) for t in texts]
+    plain, none = generate_greedy(tiny_model, prompts, 64, parallel=2)
     key = kind.replace("-", "_")[len("ngram_"):]
     sizes = {f"spec_ngram_{key}_size_n": 3, f"spec_ngram_{key}_size_m": 8, f"spec_ngram_{key}_min_hits": 1}
-    spec, info = _run(model, prompts, 64, spec_type=[kind], **sizes)
+    spec, info = generate_greedy(tiny_model, prompts, 64, parallel=2, spec_type=[kind], **sizes)
     assert none is None and info is not None and info["type"] == kind
     assert (info[f"ngram_{key}_size_n"], info[f"ngram_{key}_size_m"]) == (3, 8)
     assert spec == plain

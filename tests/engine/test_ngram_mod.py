@@ -8,12 +8,8 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.loader import load_model
 from mlxd.engine.ngram_mod import EMPTY, NgramMod, NgramModConfig, SequenceState
-from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
-from tests.conftest import synthetic_checkpoint
-from tests.engine.conftest import final, greedy_request
+from tests.engine.conftest import generate_greedy
 
 
 class B10621:
@@ -136,34 +132,18 @@ def test_a_full_table_and_a_refused_streak_empty_it() -> None:
     assert mod.used == 0 and state.i_last == 0
 
 
-@pytest.fixture(scope="module")
-def model() -> Any:
-    return load_model(synthetic_checkpoint("tiny"))
-
-
-def _run(model: Any, prompts: list[list[int]], n: int, **settings: Any
-         ) -> tuple[list[list[int]], dict[str, Any] | None]:
-    worker = ModelWorker(model, WorkerSettings(ctx_size=4096, parallel=4, **settings))
-    worker.start()
-    try:
-        handles = [worker.submit(greedy_request(p, n)) for p in prompts]
-        return [final(h).tokens for h in handles], worker.speculative_info()
-    finally:
-        worker.stop(0.0)
-
-
-def test_greedy_output_is_unchanged_and_the_table_serves_every_sequence(model: Any) -> None:
+def test_greedy_output_is_unchanged_and_the_table_serves_every_sequence(tiny_model: Any) -> None:
     """Four requests at once share one table; proposals are verified in the batch, greedy tokens unchanged. With
     ngram-simple too, ngram-simple goes first and ngram-mod serves the rows it finds nothing for."""
     texts = ["def f(x):\n    return x + 1\n" * 6, "one two three four " * 10, "abc" * 30, "The quick brown fox"]
-    prompts = [list(model.tokenizer.encode(t)) for t in texts]
-    plain, none = _run(model, prompts, 64)
+    prompts = [list(tiny_model.tokenizer.encode(t)) for t in texts]
+    plain, none = generate_greedy(tiny_model, prompts, 64, parallel=4)
     mod = dict(spec_ngram_mod_n_match=4, spec_ngram_mod_n_min=2, spec_ngram_mod_n_max=16)
-    spec, info = _run(model, prompts, 64, spec_type=["ngram-mod"], **mod)
+    spec, info = generate_greedy(tiny_model, prompts, 64, parallel=4, spec_type=["ngram-mod"], **mod)
     assert none is None and info is not None and info["type"] == "ngram-mod"
     assert (info["ngram_mod_n_match"], info["ngram_mod_n_min"], info["ngram_mod_n_max"]) == (4, 2, 16)
     assert spec == plain
     assert info["n_drafted"] > 0 and info["n_accepted"] > 0
-    both, info = _run(model, prompts, 64, spec_type=["ngram-simple", "ngram-mod"], spec_ngram_simple_size_n=3,
-                      spec_ngram_simple_size_m=8, **mod)
+    both, info = generate_greedy(tiny_model, prompts, 64, parallel=4, spec_type=["ngram-simple", "ngram-mod"],
+                                 spec_ngram_simple_size_n=3, spec_ngram_simple_size_m=8, **mod)
     assert both == plain and info is not None and info["type"] == "ngram-simple,ngram-mod"
