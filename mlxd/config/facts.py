@@ -43,8 +43,8 @@ cpu-range-batch         str?   ~           refuse why=affinity
 cpu-strict-batch        int    0           0..1 inert=0 why=affinity
 prio-batch              int    0           -1..3 inert=0 why=affinity
 poll-batch              int?   ~           0..100 inert
-lookup-cache-static     str?   ~           refuse why=spec
-lookup-cache-dynamic    str?   ~           refuse why=spec
+lookup-cache-static     str?   ~
+lookup-cache-dynamic    str?   ~
 ctx-size                int    0           >=0
 n-predict               int    -1          >=-2
 batch-size              int    2048        >=1

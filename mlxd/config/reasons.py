@@ -9,8 +9,9 @@ from __future__ import annotations
 REASONS: dict[str, tuple[str, str]] = {
     "affinity": ("CPU affinity and thread priority belong to ggml's thread pool; MLX schedules its own threads",
                  "leave it unset; pin the whole process with taskset or systemd CPUAffinity="),
-    "spec-type": ("only draft-simple (a draft model, -md), ngram-simple, ngram-map-k, ngram-map-k4v and ngram-mod "
-                  "are implemented by mlxd; ngram-cache and the eagle3, mtp, dflash and dspark drafts are not yet",
+    "spec-type": ("only draft-simple (a draft model, -md) and the n-gram types (ngram-simple, ngram-map-k, "
+                  "ngram-map-k4v, ngram-mod, ngram-cache) are implemented by mlxd; the eagle3, mtp, dflash and dspark "
+                  "drafts are not yet",
                   "use one of the n-gram types, or draft-simple with -md or --spec-draft-hf, or leave it unset"),
     "spec": ("this part of speculative decoding is not yet implemented by mlxd (mlx-lm can draft and verify)",
              "leave it unset"),

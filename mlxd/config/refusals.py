@@ -61,7 +61,7 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     "kv-type": lambda spec, value: value == "iq4_nl",
     # The speculative types mlxd serves (engine.speculative).
     "spec-type": lambda spec, value: any(v not in ("none", "draft-simple", "ngram-simple", "ngram-map-k",
-                                                   "ngram-map-k4v", "ngram-mod") for v in value),
+                                                   "ngram-map-k4v", "ngram-mod", "ngram-cache") for v in value),
 }
 
 

@@ -1,9 +1,10 @@
 """Draft-free proposals for speculative decoding (``--spec-type ngram-simple``, ``ngram-map-k``, ``ngram-map-k4v``,
-``ngram-mod``).
+``ngram-mod``, ``ngram-cache``).
 
 ``ngram-simple`` looks in the sequence's own history (``propose`` below); ``ngram-map-k`` and ``ngram-map-k4v`` in
 a map each slot keeps of its history (engine.ngram_map); ``ngram-mod`` in a table of every sequence's n-grams
-(engine.ngram_mod). ``Lookups`` asks them in b10621's order of preference.
+(engine.ngram_mod); ``ngram-cache`` in n-gram statistics of the slot's history and of two cache files
+(engine.ngram_cache). ``Lookups`` asks them in b10621's order of preference.
 
 As b10621's ngram-simple: the last ``size_n`` tokens (the token just sampled last) are looked up in the earlier
 history, newest match first, and up to ``size_m`` tokens that followed that match are proposed, provided at least
@@ -18,8 +19,11 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from mlxd.engine import ngram_cache
+from mlxd.engine.ngram_cache import NgramCaches
 from mlxd.engine.ngram_map import NgramMap, NgramMapConfig
-from mlxd.engine.ngram_mod import NgramMod, SequenceState
+from mlxd.engine.ngram_mod import NgramMod, NgramModConfig, SequenceState
+from mlxd.engine.settings import WorkerSettings
 
 
 @dataclass(frozen=True)
@@ -60,13 +64,34 @@ Accepted = Callable[[int], None]  # told how many of a row's proposals the targe
 @dataclass
 class Lookups:
     """The draft-free types of ``--spec-type`` a model serves, asked in b10621's order: ngram-simple, ngram-map-k,
-    ngram-map-k4v, then ngram-mod (a row that none serves may still use the draft model)."""
+    ngram-map-k4v, ngram-mod, then ngram-cache (a row that none serves may still use the draft model)."""
 
     simple: NgramConfig | None = None
     maps: tuple[NgramMapConfig, ...] = ()  # ngram-map-k, ngram-map-k4v: one map of each per slot
     mod: NgramMod | None = None
+    cache: NgramCaches | None = None
     # Each slot's maps, kept from request to request as b10621 keeps them, with the sequence they last began.
     _slot_maps: dict[int, tuple[Any, list[NgramMap]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: WorkerSettings) -> "Lookups | None":
+        """The draft-free types ``--spec-type`` names, with their options; None when it names none."""
+        types = settings.spec_type
+        simple = NgramConfig(settings.spec_ngram_simple_size_n, settings.spec_ngram_simple_size_m) \
+            if "ngram-simple" in types else None
+        maps = tuple(cfg for t, cfg in (
+            ("ngram-map-k", NgramMapConfig(settings.spec_ngram_map_k_size_n, settings.spec_ngram_map_k_size_m,
+                                           settings.spec_ngram_map_k_min_hits, key_only=True)),
+            ("ngram-map-k4v", NgramMapConfig(settings.spec_ngram_map_k4v_size_n, settings.spec_ngram_map_k4v_size_m,
+                                             settings.spec_ngram_map_k4v_min_hits, key_only=False))) if t in types)
+        mod = NgramMod(NgramModConfig(settings.spec_ngram_mod_n_match, settings.spec_ngram_mod_n_min,
+                                      settings.spec_ngram_mod_n_max)) if "ngram-mod" in types else None
+        static, dynamic = settings.lookup_cache_static, settings.lookup_cache_dynamic
+        cache = NgramCaches(ngram_cache.load(static) if static else {}, ngram_cache.load(dynamic) if dynamic else {}
+                            ) if "ngram-cache" in types else None
+        if simple is None and not maps and mod is None and cache is None:
+            return None
+        return cls(simple, maps, mod, cache)
 
     def might_propose(self, slot: Any, seq: Any) -> bool:
         """Whether a lookup after the sequence's last token would find something; changes nothing the lookup
@@ -79,7 +104,9 @@ class Lookups:
             return True
         if any(m.peek(history, sampled) for m in self._maps(slot, seq)):
             return True
-        return self.mod is not None and bool(self._mod(seq, history, sampled, 1)[0])
+        if self.mod is not None and self._mod(seq, history, sampled, 1)[0]:
+            return True
+        return self.cache is not None and self.cache.peek(slot.id, history, sampled)
 
     def propose(self, slot: Any, seq: Any, limit: int) -> tuple[list[int], Accepted | None]:
         """Proposals to verify after the sequence's last token (up to ``limit``), and whom to tell how many were
@@ -97,7 +124,11 @@ class Lookups:
             if found:
                 return found, m.accepted
         if self.mod is not None:
-            return self._mod(seq, history, sampled, limit)
+            found, count = self._mod(seq, history, sampled, limit)
+            if found:
+                return found, count
+        if self.cache is not None:
+            return self.cache.propose(slot.id, history, sampled)[:limit], None
         return [], None
 
     def _maps(self, slot: Any, seq: Any) -> list[NgramMap]:

@@ -31,9 +31,7 @@ from mlxd.engine.decode import Decoding
 from mlxd.engine import idle_slots, kv_types
 from mlxd.engine.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.lora import LoraSet
-from mlxd.engine.ngram_draft import Lookups, NgramConfig
-from mlxd.engine.ngram_map import NgramMapConfig
-from mlxd.engine.ngram_mod import NgramMod, NgramModConfig
+from mlxd.engine.ngram_draft import Lookups
 from mlxd.engine.prefill import PromptProcessing
 from mlxd.engine.prompt_cache import PromptCache, adopt
 from mlxd.engine.sequence import Sequence
@@ -105,19 +103,8 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
         self.spec_stats = SpecStats()
         self._draft_rows = DraftRows()
         self._spec_k, self._spec_idle = settings.spec_draft_n_max, 0
-        # --spec-type ngram-simple / ngram-map-k / ngram-map-k4v / ngram-mod: proposals from the sequences' own
-        # tokens, no draft model.
-        types = settings.spec_type
-        simple = NgramConfig(settings.spec_ngram_simple_size_n, settings.spec_ngram_simple_size_m) \
-            if "ngram-simple" in types else None
-        maps = tuple(cfg for t, cfg in (
-            ("ngram-map-k", NgramMapConfig(settings.spec_ngram_map_k_size_n, settings.spec_ngram_map_k_size_m,
-                                           settings.spec_ngram_map_k_min_hits, key_only=True)),
-            ("ngram-map-k4v", NgramMapConfig(settings.spec_ngram_map_k4v_size_n, settings.spec_ngram_map_k4v_size_m,
-                                             settings.spec_ngram_map_k4v_min_hits, key_only=False))) if t in types)
-        mod = NgramMod(NgramModConfig(settings.spec_ngram_mod_n_match, settings.spec_ngram_mod_n_min,
-                                      settings.spec_ngram_mod_n_max)) if "ngram-mod" in types else None
-        self.ngram = Lookups(simple, maps, mod) if simple is not None or maps or mod is not None else None
+        # The draft-free --spec-types: proposals from the sequences' own tokens (and lookup-cache files).
+        self.ngram = Lookups.of(settings)
         if draft is not None or self.ngram is not None:
             for which, m in (("the model", model), ("the draft model", draft)):
                 if m is not None and not all(kv_types.is_single(c)

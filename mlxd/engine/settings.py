@@ -57,7 +57,7 @@ class WorkerSettings(BaseModel):
     spec_draft_n_max: int = _default("spec-draft-n-max")  # most tokens the draft proposes per step
     spec_draft_n_min: int = _default("spec-draft-n-min")  # fewest: the adaptive draft length stays at or above it
     draft_p_min: float = _default("draft-p-min")  # a row stops proposing at a draft token less probable (0 = never)
-    spec_type: list[str] = Field(default_factory=list)  # --spec-type: ngram-simple, ngram-map-k(4v), ngram-mod, ...
+    spec_type: list[str] = Field(default_factory=list)  # --spec-type: ngram-simple, ngram-map-k(4v), ngram-mod, ngram-cache, draft-simple
     spec_ngram_simple_size_n: int = _default("spec-ngram-simple-size-n")  # tokens looked up in the history
     spec_ngram_simple_size_m: int = _default("spec-ngram-simple-size-m")  # most tokens proposed after a match
     spec_ngram_map_k_size_n: int = _default("spec-ngram-map-k-size-n")  # ngram-map-k: tokens looked up
@@ -69,6 +69,8 @@ class WorkerSettings(BaseModel):
     spec_ngram_mod_n_match: int = _default("spec-ngram-mod-n-match")  # ngram-mod: tokens hashed per lookup
     spec_ngram_mod_n_min: int = _default("spec-ngram-mod-n-min")  # fewest tokens it proposes (else none)
     spec_ngram_mod_n_max: int = _default("spec-ngram-mod-n-max")  # most tokens it proposes
+    lookup_cache_static: str | None = None  # ngram-cache: llama.cpp lookup-cache files, read once at load
+    lookup_cache_dynamic: str | None = None
     # Not an option: requests that may wait for a slot before new ones are refused.
     queue_max: int = 256
 

@@ -133,7 +133,8 @@ class ModelWorker(SlotActions):
         stats = self.scheduler.spec_stats
         # In the order given, as b10621 joins them; a draft model without --spec-type is draft-simple.
         types = [t for t in self.settings.spec_type
-                 if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "draft-simple")] or ["draft-simple"]
+                 if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple")
+                 ] or ["draft-simple"]
         info: dict[str, Any] = {"type": ",".join(types), "n_drafted": stats.drafted, "n_accepted": stats.accepted,
                                 "n_steps": stats.steps}
         if self.draft is not None:

@@ -89,5 +89,26 @@ def test_ngram_map_k4v_serves_from_each_slots_map(start_server: Callable[..., Ru
 
 
 def test_spec_types_mlxd_lacks_are_refused_before_loading(start_server: Callable[..., RunningServer]) -> None:
-    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .*and ngram-mod"):
-        start_server("--spec-type", "ngram-cache")
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 2:.*spec-type.*only draft-simple .*eagle3, mtp"):
+        start_server("--spec-type", "draft-mtp")
+
+
+def test_ngram_cache_serves_from_a_lookup_cache_file(start_server: Callable[..., RunningServer],
+                                                     tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """``--spec-type ngram-cache -lcs FILE``: a static cache in llama.cpp's format proposes what it counted; a
+    file that cannot be read stops the start, naming it."""
+    from mlxd.engine import ngram_cache
+
+    static: ngram_cache.Cache = {}
+    ngram_cache.update(static, [300] * 16, 16)  # the text the logit bias below makes the model write
+    ngram_cache.save(static, tmp_path / "static.bin")
+    running = start_server("-m", str(tiny_checkpoint), "-c", "2048", "--spec-type", "ngram-cache",
+                           "-lcs", str(tmp_path / "static.bin"))
+    with running.client() as client:
+        body = client.post("/completion", json={"prompt": "one two three", "n_predict": 32, "temperature": 0,
+                                                "logit_bias": [[300, 100.0]], "return_tokens": True}).json()
+    assert body["tokens"] == [300] * 32
+    assert body["generation_settings"]["speculative.types"] == "ngram-cache"
+    assert body["timings"]["draft_n"] >= body["timings"]["draft_n_accepted"] > 16
+    with pytest.raises(RuntimeError, match=r"(?s)exited with 1:.*cannot read the lookup cache .*missing\.bin"):
+        start_server("-m", str(tiny_checkpoint), "--spec-type", "ngram-cache", "-lcs", str(tmp_path / "missing.bin"))

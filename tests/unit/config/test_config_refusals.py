@@ -24,7 +24,7 @@ REFUSED = [
     (["-ctk", "iq4_nl"], "cache-type-k", "codebook"),
     (["-ctv", "iq4_nl"], "cache-type-v", "codebook"),
     (["--fim-qwen-7b-default"], "fim-qwen-7b-default", "built-in presets"),
-    (["--spec-type", "ngram-cache"], "spec-type", "only draft-simple"),
+    (["--spec-type", "draft-eagle3"], "spec-type", "only draft-simple"),
     (["--spec-draft-p-split", "0.5"], "draft-p-split", "speculative"),
     (["--control-vector", "cv.gguf"], "control-vector", "control vectors"),
     (["-ot", "exps=CPU"], "override-tensor", "placement"),
