@@ -240,7 +240,7 @@ cpu-moe-draft           bool   false       acc refuse why=placement
 n-cpu-moe-draft         int    0           >=0 acc refuse why=placement
 spec-draft-n-max        int    3           >=0
 spec-draft-n-min        int    0           >=0
-draft-p-split           float  0.1         refuse why=spec
+draft-p-split           float  0.1
 draft-p-min             float  0.0         0..1
 spec-draft-backend-sampling bool true      inert
 device-draft            str?   ~           refuse why=device
