@@ -94,8 +94,8 @@ class Lookups:
         return cls(simple, maps, mod, cache)
 
     def might_propose(self, slot: Any, seq: Any) -> bool:
-        """Whether a lookup after the sequence's last token would find something; changes nothing the lookup
-        keeps (ngram-mod's table aside, which a lookup fills as it goes)."""
+        """Whether a lookup after the sequence's last token would find something; changes nothing the lookups
+        keep, but for what they learn from the tokens as they come (ngram-mod's table, ngram-cache's context)."""
         tokens = seq.all_tokens
         if not tokens:
             return False
