@@ -53,7 +53,7 @@ def draft(tokens: list[int], n_draft: int, context: Cache, dynamic: Cache, stati
     """Up to ``n_draft`` tokens to follow ``tokens`` (the history and the token just sampled)."""
     if len(tokens) < NGRAM_STATIC:
         return []
-    seq = list(tokens)
+    seq = list(tokens[-NGRAM_MAX:])  # the n-grams looked up end with the last tokens, drafted ones included
     out: list[int] = []
     while len(out) < n_draft:
         part_static = static.get(ngram(seq[-NGRAM_STATIC:]), {})
@@ -156,14 +156,14 @@ class NgramCaches:
 
     def propose(self, slot_id: int, history: list[int], sampled: int) -> list[int]:
         """Up to N_DRAFT tokens to verify after ``sampled`` (``history``: the slot's tokens before it)."""
-        return draft(history + [sampled], N_DRAFT, self._context(slot_id, history, sampled), self.dynamic,
-                     self.static)
+        return draft(history[-NGRAM_MAX:] + [sampled], N_DRAFT, self._context(slot_id, history, sampled),
+                     self.dynamic, self.static)
 
     def peek(self, slot_id: int, history: list[int], sampled: int) -> bool:
         """Whether a proposal would start; it feeds the slot's context cache as a lookup does, which b10621 does
         at every step, so that the cache does not wait for a first proposal to learn."""
-        return bool(draft(history + [sampled], 1, self._context(slot_id, history, sampled), self.dynamic,
-                          self.static))
+        return bool(draft(history[-NGRAM_MAX:] + [sampled], 1, self._context(slot_id, history, sampled),
+                          self.dynamic, self.static))
 
     def _context(self, slot_id: int, history: list[int], sampled: int) -> Cache:
         """The slot's context cache, fed as b10621 feeds it: the n-grams within the tokens new since it last was."""

@@ -58,8 +58,9 @@ def _hashes(tokens: list[int], starts: list[int], n: int) -> list[int]:
     """b10621's hash of the n-gram at each of ``starts`` (32-bit LCG steps), reduced to the map's range."""
     if not starts:
         return []
-    at = np.asarray(starts, dtype=np.int64)[:, None] + np.arange(n)
-    grams = np.asarray(tokens, dtype=np.uint64)[at]
+    lo, hi = min(starts), max(starts) + n  # only the tokens these n-grams span, not the whole history
+    at = np.asarray(starts, dtype=np.int64)[:, None] - lo + np.arange(n)
+    grams = np.asarray(tokens[lo:hi], dtype=np.uint64)[at]
     h = np.zeros(len(starts), dtype=np.uint64)
     for j in range(n):  # below 2^64 before the mask: a 32-bit hash times a 32-bit factor, plus a token
         h = (h * np.uint64(_LCG) + grams[:, j]) & np.uint64(_U32)
@@ -161,11 +162,10 @@ class NgramMap:
         at = self.hashed.get(_hashes(pattern, [0], n)[0], 0)
         if at != 0 and at < length - n - m - 1 and _same(history, at, pattern):
             return at
-        buf, pat = array("I", history).tobytes(), array("I", pattern).tobytes()
         found = 0
         if self.size_last_begin > n + m + 1:
-            found = _newest(buf, pat, self.size_last_begin - n - m - 1, self.hashed_up_to)
-        return found or _newest(buf, pat, length - n - m - 1, max(self.size_last_begin, self.hashed_up_to))
+            found = _newest(history, pattern, self.size_last_begin - n - m - 1, self.hashed_up_to)
+        return found or _newest(history, pattern, length - n - m - 1, max(self.size_last_begin, self.hashed_up_to))
 
     def _hash_new(self, history: list[int], length: int) -> None:
         """Hash the n-grams that have become old enough since the last lookup (in ``_find``'s order; the first
@@ -194,25 +194,24 @@ class NgramMap:
         key.stat_idx = match
 
 
-def _newest(buf: bytes, pat: bytes, hi: int, lo: int) -> int:
-    """The largest ``j`` with ``lo < j <= hi`` where the token pattern ``pat`` starts in ``buf`` (0: none)."""
+def _newest(history: list[int], pattern: list[int], hi: int, lo: int) -> int:
+    """The largest ``j`` with ``lo < j <= hi`` where ``pattern`` starts in ``history`` (0: none)."""
     if hi <= lo:
         return 0
-    end = 4 * hi + len(pat)
-    at = buf.rfind(pat, 4 * (lo + 1), end)
+    # A byte search of that window alone runs at C speed: each token is 4 bytes, and only 4-aligned hits are matches.
+    buf, pat = array("I", history[lo + 1:hi + len(pattern)]).tobytes(), array("I", pattern).tobytes()
+    at = buf.rfind(pat)
     while at > 0 and at % 4:
-        end = at + len(pat) - 1
-        at = buf.rfind(pat, 4 * (lo + 1), end)
-    return at // 4 if at > 0 else 0
+        at = buf.rfind(pat, 0, at + len(pat) - 1)
+    return lo + 1 + at // 4 if at >= 0 and at % 4 == 0 else 0
 
 
 def _occurrences(history: list[int], pattern: list[int], first: int, last: int) -> list[int]:
     """Where ``pattern`` starts in ``history`` from ``first`` to ``last`` (both included), in order."""
-    # A byte search runs at C speed: each token is 4 bytes, and only 4-aligned hits are matches.
-    buf, pat = array("I", history).tobytes(), array("I", pattern).tobytes()
-    found, at, end = [], buf.find(pat, 4 * first), 4 * last
-    while 0 <= at <= end:
+    buf, pat = array("I", history[first:last + len(pattern)]).tobytes(), array("I", pattern).tobytes()
+    found, at = [], buf.find(pat)
+    while at >= 0:
         if at % 4 == 0:
-            found.append(at // 4)
+            found.append(first + at // 4)
         at = buf.find(pat, at + 1)
     return found
