@@ -57,7 +57,7 @@ class WorkerSettings(BaseModel):
     spec_draft_n_max: int = _default("spec-draft-n-max")  # most tokens the draft proposes per step
     spec_draft_n_min: int = _default("spec-draft-n-min")  # fewest: the adaptive draft length stays at or above it
     draft_p_min: float = _default("draft-p-min")  # a row stops proposing at a draft token less probable (0 = never)
-    spec_type: list[str] = Field(default_factory=list)  # --spec-type: ngram-simple, ngram-map-k(4v), ngram-mod, ngram-cache, draft-simple
+    spec_type: list[str] = Field(default_factory=list)  # --spec-type: draft-simple and the n-gram types
     spec_ngram_simple_size_n: int = _default("spec-ngram-simple-size-n")  # tokens looked up in the history
     spec_ngram_simple_size_m: int = _default("spec-ngram-simple-size-m")  # most tokens proposed after a match
     spec_ngram_map_k_size_n: int = _default("spec-ngram-map-k-size-n")  # ngram-map-k: tokens looked up

@@ -14,8 +14,9 @@ keeps them by rejection sampling against the chain over the target's (``speculat
 keep the request's distribution. A row whose chain draws on its own generators (mirostat, XTC, adaptive-p), asks
 for ``n_probs``, or has a constraint or a reasoning budget makes the step a plain decode step. The draft's cache
 then falls behind; the tokens it lacks (``Sequence.all_tokens[draft_len:n_past]``) are fed to it, right-padded per
-row, before it drafts again. The draft length ``k`` adapts to the batch's acceptance, down to 0 (no drafting, a probe every
-``PROBE_EVERY`` steps), so a draft that never agrees costs little.
+row, before it drafts again (the one token a fully accepted step leaves goes through its compiled pass). The draft
+length ``k`` adapts to the batch's acceptance, down to 0 (no drafting, a probe every ``PROBE_EVERY`` steps), so a
+draft that never agrees costs little.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Speculating:
     model: Callable[..., mx.array]
     batch: DecodeBatch
     draft: Any  # the draft nn.Module, or None
-    ngram: Lookups | None  # --spec-type ngram-simple, ngram-mod
+    ngram: Lookups | None  # the draft-free --spec-types (engine.ngram_draft)
     draft_kv: kv_types.KvType
     spec: SpecConfig
     spec_stats: SpecStats

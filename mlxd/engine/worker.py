@@ -131,10 +131,9 @@ class ModelWorker(SlotActions):
         if self.draft is None and ngram is None:
             return None
         stats = self.scheduler.spec_stats
-        # In the order given, as b10621 joins them; a draft model without --spec-type is draft-simple.
-        types = [t for t in self.settings.spec_type
-                 if t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", "draft-simple")
-                 ] or ["draft-simple"]
+        # In the order given, as b10621 joins them (the configuration admits only types mlxd serves); a draft model
+        # without --spec-type is draft-simple.
+        types = [t for t in self.settings.spec_type if t != "none"] or ["draft-simple"]
         info: dict[str, Any] = {"type": ",".join(types), "n_drafted": stats.drafted, "n_accepted": stats.accepted,
                                 "n_steps": stats.steps}
         if self.draft is not None:
