@@ -108,7 +108,7 @@ class Daemon:
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
         from mlxd.admin import admin_endpoint
-        from mlxd.api.offload import share_one_heap
+        from mlxd.api.offload import freeze_startup_objects, share_one_heap
 
         share_one_heap()  # before the model's and the pool's threads allocate
         loop = asyncio.get_running_loop()
@@ -120,6 +120,8 @@ class Daemon:
         server = await self._open_public()
         if admin is not None:
             await self._start_admin(admin)
+        frozen = freeze_startup_objects()  # the serving stack is imported; no model is loaded yet
+        log.info("%d objects of the serving stack kept out of full garbage collections", frozen)
         what = await self._bring_up(server)
         if what is None:
             return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,9 @@ def test_default_server_surface(server: RunningServer) -> None:
         assert client.post("/props", json={}).status_code == 501  # --props is off by default
         assert client.get("/slots").status_code == 200  # --slots is on by default
         assert client.get("/no-such-route").json()["error"]["type"] == "not_found_error"
+    # The serving stack's objects were frozen out of full garbage collections before the model loaded.
+    frozen = re.search(r"(\d+) objects of the serving stack kept out of full garbage collections", server.log())
+    assert frozen and int(frozen.group(1)) > 10_000, server.log()
 
 
 def test_options_from_the_command_line(start_server: Start, tmp_path: Path) -> None:
