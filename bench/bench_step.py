@@ -11,7 +11,10 @@ not two runs minutes apart). No worker thread, no HTTP; prompts count towards bo
   draft that never agrees (``tiny``, seed 1), 8 streams, ``--rounds`` rounds of requests after one warm-up round,
   the draft's adaptive length carrying over from round to round as in a serving worker;
 - ``self``: the same target without a draft and with the self-speculative draft (``tiny``, which always agrees),
-  at 1 and 8 streams.
+  at 1 and 8 streams;
+- ``arrivals``: one scheduler, rounds of ``--streams`` (its largest count) greedy requests of 16-token prompts that
+  reach it all in one step, or a few in each step as they do over HTTP (8, 4, 1 a step), the arrival patterns taking
+  turns round by round: milliseconds per round, the median of ``--rounds`` after an untimed one.
 
 Prints one JSON document. Not part of the test suite.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -92,6 +96,28 @@ def compiled_figures(loaded: Any, streams: list[int], tokens: int, block: int) -
     return out
 
 
+def arrival_figures(loaded: Any, streams: int, tokens: int, rounds: int) -> dict[str, Any]:
+    """Milliseconds per round of ``streams`` requests arriving ``k`` a step, for k in (streams, 8, 4, 1)."""
+    s = scheduler(loaded, streams, 16 + tokens + 64)
+    requests = _requests(loaded, streams, 16, tokens)
+    patterns = sorted({streams, 8, 4, 1}, reverse=True)
+    spent: dict[int, list[float]] = {k: [] for k in patterns}
+    base = 0
+    for rnd in range(rounds + 1):
+        for k in patterns:
+            pending, started = list(requests), time.perf_counter()
+            while pending or not s.idle:
+                arriving, pending = pending[:k], pending[k:]
+                submit(s, arriving, base)
+                base += len(arriving)
+                s.step()
+            if rnd:  # round 0: traces and buffers for these shapes
+                spent[k].append(time.perf_counter() - started)
+    out = {f"{k}_a_step_ms": round(statistics.median(v) * 1e3, 1) for k, v in spent.items()}
+    print("arrivals", streams, out, flush=True)
+    return out
+
+
 def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int,
                   draft_n_max: int | None = None) -> dict[str, Any]:
     """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing), drafting
@@ -123,8 +149,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--streams", default="1,8,32")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--block", type=int, default=16, help="steps per turn")
-    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing figure")
-    ap.add_argument("--only", choices=("compiled", "never", "self"))
+    ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing and arrivals figures")
+    ap.add_argument("--only", choices=("compiled", "never", "self", "arrivals"))
     ap.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max of the draft figures (default: its default)")
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
     args = ap.parse_args(argv)
@@ -146,6 +172,10 @@ def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["compiled"] = compiled_figures(loaded, [int(s) for s in args.streams.split(",")], args.tokens,
                                                   args.block)
+        if args.only in (None, "arrivals"):
+            loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
+            report["arrivals"] = arrival_figures(loaded, max(int(n) for n in args.streams.split(",")), args.tokens,
+                                                 args.rounds)
         if args.only in (None, "never"):
             report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1,
                                                                args.draft_n_max)
