@@ -98,11 +98,17 @@ class Decoding:
     def _forward(self, batch: DecodeBatch) -> mx.array:
         """The logits [B, V] of one token per row, the batch's caches moved on by one: compiled where it applies."""
         assert batch.tokens is not None
-        if self.compiled is not None and not len(self.lora):  # adapters: see engine.compiled
-            logits = self.compiled(batch.tokens, batch.cache or [])
-            if logits is not None:
-                return logits
-        return self.model(batch.tokens[:, None], cache=batch.cache)[:, -1, :]
+        return self._pass(self.compiled, self.model, batch.tokens[:, None], batch.cache or [], last=True)
+
+    def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
+              last: bool = False) -> mx.array:
+        """``model`` on ``tokens`` [B, N]: every position's logits (``last``: the last one's), compiled where it
+        applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
+        out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
+        if out is not None:
+            return out
+        logits = model(tokens, cache=cache)
+        return logits[:, -1, :] if last else logits
 
     def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:
         """Plain-greedy rows' tokens: the argmax of their logits plus their bias, as the sampling chain's greedy

@@ -35,6 +35,8 @@ class PromptProcessing:
     _drop: Callable[[Slot, str], None]
     _accept: Callable[..., bool]
     _argmax: Callable[[mx.array, list[Any]], mx.array]
+    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
+    compiled: Any  # the decode step's CompiledStep, or None
     sampling: Any
 
 
@@ -143,7 +145,7 @@ class PromptProcessing:
                 for c in cache:
                     c.finalize()
             last = mx.array([[r[-1]] for r in rests])
-        logits = self.model(last, cache=cache)[:, -1, :]
+        logits = self._pass(self.compiled, self.model, last, cache, last=True)  # the decode step's own trace
         self.decodes.count(len(self.batch) + len(self.prefilling))
         for i, (slot, seq) in enumerate(zip(group, seqs)):
             slot.kv = [c.extract(i) for c in cache]
@@ -174,10 +176,11 @@ class PromptProcessing:
             mx.eval([c.state for c in kv])
             seq.progress()
             return n, None
-        # Last chunk: only the final position's logits are needed, so it goes through on its own.
+        # Last chunk: only the final position's logits are needed, so it goes through on its own, as a decode step
+        # does (compiled: a one-row step's trace).
         if n > 1:
             self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
-        logits = self.model(mx.array(seq.prompt[-1:])[None], cache=kv)[:, -1, :]
+        logits = self._pass(self.compiled, self.model, mx.array(seq.prompt[-1:])[None], kv, last=True)
         seq.progress()
         return n, self._prompt_processed(slot, kv, logits)
 

@@ -95,8 +95,8 @@ class Speculating:
     _bias_for: Callable[[list[Any], int], mx.array | None]
     compiled: CompiledStep | None
     compiled_draft: CompiledStep | None
-    lora: Any
     _ngram_step: Callable[[list[int]], bool]  # engine.spec_ngram's step, mixed into the Scheduler beside this
+    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
 
     def _speculate(self) -> bool:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""
@@ -214,16 +214,6 @@ class Speculating:
         self.spec_stats.accepted += accepted
         self.spec_stats.steps += 1
         return keep, done, accepted
-
-    def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
-              last: bool = False) -> mx.array:
-        """``model`` on ``tokens`` [B, N]: every position's logits (``last``: the last one's), compiled where it
-        applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
-        out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
-        if out is not None:
-            return out
-        logits = model(tokens, cache=cache)
-        return logits[:, -1, :] if last else logits
 
     def _adapt(self, accepted: int, drafted: int) -> None:
         """Grow k by one while the batch accepts every proposal; halve it while it accepts fewer than half (a long

@@ -150,3 +150,25 @@ def test_a_cache_the_compiled_step_cut_back_serves_the_slots_next_request(tiny_m
             resident = sched.slots.slots[0].resident
             assert resident is not None and resident.kv[0].keys.shape[2] == capacity_for(len(resident.tokens))
     assert runs[0] == runs[1]
+
+
+def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, make_scheduler) -> None:
+    """A prompt's final position is a one-token pass like a decode step's, so it runs compiled: one prompt on its
+    own caches, and a group of prompts processed together on a batched one; the first tokens are the uncompiled
+    pass's."""
+    prompts = prompts_of(tiny_model)[:3]
+    firsts = {}
+    for compiled in (True, False):
+        for group in (False, True):
+            sched = make_scheduler(parallel=3, cache_ram=0, batch_size=512 if group else 8)
+            if not compiled:
+                sched.compiled = None
+            handles = [RequestHandle(greedy_request(p, 1), i + 1, lambda h: None) for i, p in enumerate(prompts)]
+            for h in handles:
+                sched.add(h)
+            run_until(sched, lambda: sched.idle)
+            firsts[compiled, group] = [final(h).tokens for h in handles]
+            if compiled:  # n_predict 1: no decode step, only the prompts' last positions
+                assert sched.compiled is not None and sched.compiled.steps == (1 if group else 3)
+    assert firsts[True, False] == firsts[False, False] == firsts[True, True] == firsts[False, True]
+    assert all(len(t) == 1 for t in firsts[True, False])
