@@ -90,7 +90,7 @@ def freeze_startup_objects() -> int:
     serving stack is imported and before any model loads. Returns how many were frozen.
 
     Importing sanic, pydantic, mlx-lm and transformers leaves about 100,000 objects that the collector tracks, and a
-    full collection walks every one of them with the GIL held: 45 to 70 ms during which no stream advances (on
+    full collection walks every one of them with the GIL held: 45 to 80 ms during which no stream advances (on
     tiny-llama at 32 streams one came every 30,000 tokens or so, and ``_release`` runs one after every large
     request). Those objects live as long as the process does. Models, requests and whatever comes later stay
     collectable, so the cycles of an unloaded model are still freed."""

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from mlxd.engine import readback
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import force_tokens
@@ -36,7 +37,7 @@ class PromptProcessing:
     _accept: Callable[..., bool]
     _argmax: Callable[[mx.array, list[Any]], mx.array]
     _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
-    compiled: Any  # the decode step's CompiledStep, or None
+    compiled: CompiledStep | None
     sampling: Any
 
 
