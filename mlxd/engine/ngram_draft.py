@@ -15,13 +15,12 @@ it verifies a draft model's, so greedy output is unchanged and sampling keeps it
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from mlxd.engine import ngram_cache
 from mlxd.engine.ngram_cache import NgramCaches
-from mlxd.engine.ngram_map import NgramMap, NgramMapConfig
+from mlxd.engine.ngram_map import NgramMap, NgramMapConfig, newest
 from mlxd.engine.ngram_mod import NgramMod, NgramModConfig, SequenceState
 from mlxd.engine.settings import WorkerSettings
 
@@ -40,18 +39,11 @@ def propose(history: list[int], sampled: int, cfg: NgramConfig, limit: int) -> l
     length = len(history)
     if length <= n + m + 1 or limit <= 0:
         return []
-    # The byte search finds the pattern at C speed: each token is 4 bytes, and only 4-aligned hits are matches.
-    buf = array("I", history).tobytes()
-    pattern = array("I", history[length - n + 1:] + [sampled]).tobytes()
     # b10621 looks at windows starting at 1 .. length - n - 1, newest first (not the current one, not position 0).
-    end = 4 * (length - 1)
-    found = buf.rfind(pattern, 4, end)
-    while found > 0 and found % 4:
-        end = found + len(pattern) - 1
-        found = buf.rfind(pattern, 4, end)
-    if found <= 0:
+    found = newest(history, history[length - n + 1:] + [sampled], length - n - 1, 0)
+    if found == 0:
         return []
-    start = found // 4 + n
+    start = found + n
     take = min(m, length - start)
     if take < n:
         return []

@@ -164,8 +164,8 @@ class NgramMap:
             return at
         found = 0
         if self.size_last_begin > n + m + 1:
-            found = _newest(history, pattern, self.size_last_begin - n - m - 1, self.hashed_up_to)
-        return found or _newest(history, pattern, length - n - m - 1, max(self.size_last_begin, self.hashed_up_to))
+            found = newest(history, pattern, self.size_last_begin - n - m - 1, self.hashed_up_to)
+        return found or newest(history, pattern, length - n - m - 1, max(self.size_last_begin, self.hashed_up_to))
 
     def _hash_new(self, history: list[int], length: int) -> None:
         """Hash the n-grams that have become old enough since the last lookup (in ``_find``'s order; the first
@@ -194,8 +194,9 @@ class NgramMap:
         key.stat_idx = match
 
 
-def _newest(history: list[int], pattern: list[int], hi: int, lo: int) -> int:
-    """The largest ``j`` with ``lo < j <= hi`` where ``pattern`` starts in ``history`` (0: none)."""
+def newest(history: list[int], pattern: list[int], hi: int, lo: int) -> int:
+    """The largest ``j`` with ``lo < j <= hi`` where ``pattern`` starts in ``history`` (0: none); ngram-simple's
+    search too (engine.ngram_draft)."""
     if hi <= lo:
         return 0
     # A byte search of that window alone runs at C speed: each token is 4 bytes, and only 4-aligned hits are matches.
