@@ -1,6 +1,12 @@
 """Prompt processing for the scheduler: grouping waiting prompts, one padded forward pass for a group, chunked
 prefill of a single prompt within ``--batch-size``, and the first token of each prompt that ends in a step.
 
+As in b10621, ``--batch-size`` is the logical batch (the prompt tokens one step may process) and ``--ubatch-size``
+the physical one: no forward pass of prompt processing carries more tokens, a group's padding included. The
+physical batch is also what keeps a long prompt cheap on the CPU device: a pass's attention computes an exponential
+for every query and key of the pass, the causally masked ones included, so passes of 512 tokens cut that work on a
+1024-token prompt by a quarter and those of 256 by more than a third (docs/benchmarks.md, section 7).
+
 A mixin of ``Scheduler``: it works on the scheduler's ``model``, ``prefilling`` list and slot release, and keeps the
 token arithmetic of prompt processing apart from admission, sampling and decoding.
 """
@@ -18,6 +24,7 @@ from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import force_tokens
 from mlxd.engine.kv_types import empty_batch, is_single
+from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.slots import Slot
 
 
@@ -39,7 +46,7 @@ class PromptProcessing:
     _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
     compiled: CompiledStep | None
     sampling: Any
-
+    settings: WorkerSettings
 
     def _prefill(self, budget: int) -> None:
         """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
@@ -99,10 +106,12 @@ class PromptProcessing:
                 self._release(slot, kv)
 
     def _prefill_group(self, budget: int) -> list[Slot]:
-        """Waiting prompts whose remaining tokens fit the budget together, padded to the longest; a prompt may have
-        part of its tokens cached already (a prompt-cache hit), and its row then starts from that cache."""
+        """Waiting prompts whose remaining tokens fit the budget and one physical batch together, padded to the
+        longest; a prompt may have part of its tokens cached already (a prompt-cache hit), and its row then starts
+        from that cache."""
         group: list[Slot] = []
         longest = 0
+        budget = min(budget, self.settings.ubatch_size)
         for slot in self.prefilling:
             seq, kv = slot.seq, slot.kv
             if seq is None or kv is None or not all(is_single(c) for c in kv):
@@ -173,17 +182,26 @@ class PromptProcessing:
         seq.n_past += n
         seq.n_prompt_processed += n
         if n < todo:
-            self.model(mx.array(seq.prompt[start : start + n])[None], cache=kv)
+            self._fill(kv, seq.prompt[start : start + n])
             mx.eval([c.state for c in kv])
             seq.progress()
             return n, None
         # Last chunk: only the final position's logits are needed, so it goes through on its own, as a decode step
         # does (compiled: a one-row step's trace).
         if n > 1:
-            self.model(mx.array(seq.prompt[start:-1])[None], cache=kv)
+            self._fill(kv, seq.prompt[start:-1])
         logits = self._pass(self.compiled, self.model, mx.array(seq.prompt[-1:])[None], kv, last=True)
         seq.progress()
         return n, self._prompt_processed(slot, kv, logits)
+
+    def _fill(self, kv: list[Any], tokens: list[int]) -> None:
+        """Run ``tokens`` into one prompt's caches in forward passes of at most ``--ubatch-size`` tokens, each
+        evaluated before the next is built (what bounds a pass's memory); the last one is left to the caller."""
+        ubatch = self.settings.ubatch_size
+        for i in range(0, len(tokens), ubatch):
+            if i:
+                mx.eval([c.state for c in kv])
+            self.model(mx.array(tokens[i : i + ubatch])[None], cache=kv)
 
     def _prompt_processed(self, slot: Slot, kv: list[Any], logits: mx.array) -> mx.array | None:
         """A prompt's last chunk went through: its last position's logits, to draw the first token from; None when

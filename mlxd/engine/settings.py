@@ -35,7 +35,7 @@ class WorkerSettings(BaseModel):
     ctx_size: int = _default("ctx-size")  # total context; 0 = the checkpoint's training context
     kv_unified: bool | None = _default("kv-unified")  # every slot may use the whole context; None = when auto
     batch_size: int = _default("batch-size")  # prompt tokens processed per scheduler step (prefill chunk)
-    ubatch_size: int = _default("ubatch-size")  # accepted for compatibility; MLX has no physical batch split
+    ubatch_size: int = _default("ubatch-size")  # most prompt tokens in one forward pass (the physical batch)
     cont_batching: bool = _default("cont-batching")
     cache_prompt: bool = _default("cache-prompt")  # the default of requests' cache_prompt (the api applies it)
     cache_ram: int = _default("cache-ram")  # prompt cache budget in MiB; -1 = no limit, 0 = disabled

@@ -6,6 +6,7 @@ from typing import Any
 
 import mlx.core as mx
 import pytest
+from mlx_lm.models.cache import make_prompt_cache
 
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
@@ -63,6 +64,40 @@ def test_prefill_is_chunked_and_interleaved_with_decoding(tiny_model, make_sched
     assert b_seq.n_past == 14 and a_seq.n_decoded == decoded + 1
     run_until(sched, lambda: sched.idle)
     assert isinstance(b.result(), FinalEvent) and isinstance(a.result(), FinalEvent)
+
+
+def test_no_prompt_pass_carries_more_than_the_ubatch_size(tiny_model, make_scheduler) -> None:
+    """-ub is b10621's physical batch: every forward pass of prompt processing carries at most that many tokens (a
+    group's padding included) while -b still bounds a step; the cache is the one a single pass builds."""
+    sched = make_scheduler(parallel=3, batch_size=64, ubatch_size=8)
+    model, passes = sched.model, []
+
+    class Recording:  # the model, noting the shape of every uncompiled pass
+        def __getattr__(self, name: str) -> Any:
+            return getattr(model, name)
+
+        def __call__(self, tokens: mx.array, **kwargs: Any) -> mx.array:
+            passes.append(tuple(tokens.shape))
+            return model(tokens, **kwargs)
+
+    sched.model = Recording()
+    prompt = list(range(100, 130))
+    a = add(sched, prompt, 4, 1)
+    sched.step()
+    assert seq_of(sched, a).n_prompt_processed == 30  # the whole prompt in one step: it fits -b
+    assert passes == [(1, 8), (1, 8), (1, 8), (1, 5)]  # its head in passes of -ub; the last token is a decode step's
+    one_pass = make_prompt_cache(model)
+    model(mx.array(prompt)[None], cache=one_pass)
+    assert sched.batch.solo and sched.batch.cache is not None
+    for chunked, whole in zip(sched.batch.cache, one_pass):
+        # The same values up to float32 rounding: the products' reduction lengths differ with the pass's length.
+        assert mx.allclose(chunked.keys[..., :30, :], whole.keys[..., :30, :], atol=1e-5).item()
+        assert mx.allclose(chunked.values[..., :30, :], whole.values[..., :30, :], atol=1e-5).item()
+    passes.clear()
+    short = [add(sched, list(range(200 + 10 * i, 205 + 10 * i)), 3, 2 + i) for i in range(2)]
+    run_until(sched, lambda: sched.idle)
+    assert passes and all(rows * n <= 8 for rows, n in passes), passes  # two 5-token prompts: no group of 10
+    assert all(len(final(h).tokens) == 3 for h in short) and len(final(a).tokens) == 4
 
 
 def test_without_cont_batching_a_new_prompt_waits_for_the_batch_to_drain(tiny_model, make_scheduler) -> None:
