@@ -14,7 +14,10 @@ not two runs minutes apart). No worker thread, no HTTP; prompts count towards bo
   at 1 and 8 streams;
 - ``arrivals``: one scheduler, rounds of ``--streams`` (its largest count) greedy requests of 16-token prompts that
   reach it all in one step, or a few in each step as they do over HTTP (8, 4, 1 a step), the arrival patterns taking
-  turns round by round: milliseconds per round, the median of ``--rounds`` after an untimed one.
+  turns round by round: milliseconds per round, the median of ``--rounds`` after an untimed one;
+- ``ubatch``: one greedy request whose prompt has ``--prompt-tokens`` tokens (1024), processed in forward passes of
+  ``--ubatch-size`` 2048 (one pass), 512 (the default), 256 and 128 tokens, one scheduler each, taking turns:
+  milliseconds from the request to its first token, the median of ``--rounds`` after an untimed one.
 
 Prints one JSON document. Not part of the test suite.
 """
@@ -118,6 +121,28 @@ def arrival_figures(loaded: Any, streams: int, tokens: int, rounds: int) -> dict
     return out
 
 
+def ubatch_figures(loaded: Any, prompt_tokens: int, rounds: int) -> dict[str, Any]:
+    """Milliseconds from a ``prompt_tokens`` prompt to its first token, per ``--ubatch-size``."""
+    request = _requests(loaded, 1, prompt_tokens, 1)
+    scheds = {}
+    for ubatch in (2048, 512, 256, 128):
+        s = scheduler(loaded, 1, prompt_tokens + 64)
+        s.settings = s.settings.model_copy(update={"ubatch_size": ubatch})
+        scheds[ubatch] = s
+    spent: dict[int, list[float]] = {k: [] for k in scheds}
+    for rnd in range(rounds + 1):
+        for ubatch, s in scheds.items():
+            submit(s, request, rnd)
+            started = time.perf_counter()
+            while not s.idle:
+                s.step()
+            if rnd:
+                spent[ubatch].append(time.perf_counter() - started)
+    out = {f"ubatch_{k}_ms": round(statistics.median(v) * 1e3, 1) for k, v in spent.items()}
+    print("ubatch", prompt_tokens, out, flush=True)
+    return out
+
+
 def draft_figures(tokens: int, rounds: int, block: int, streams: int, seed: int,
                   draft_n_max: int | None = None) -> dict[str, Any]:
     """No draft against the draft ``tiny`` with ``seed`` (0: the self-speculative pair, 1: never agreeing), drafting
@@ -150,7 +175,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--block", type=int, default=16, help="steps per turn")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing and arrivals figures")
-    ap.add_argument("--only", choices=("compiled", "never", "self", "arrivals"))
+    ap.add_argument("--only", choices=("compiled", "never", "self", "arrivals", "ubatch"))
+    ap.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of the ubatch figures")
     ap.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max of the draft figures (default: its default)")
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
     args = ap.parse_args(argv)
@@ -176,6 +202,9 @@ def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["arrivals"] = arrival_figures(loaded, max(int(n) for n in args.streams.split(",")), args.tokens,
                                                  args.rounds)
+        if args.only in (None, "ubatch"):
+            loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
+            report["ubatch"] = ubatch_figures(loaded, args.prompt_tokens, args.rounds)
         if args.only in (None, "never"):
             report["never_agreeing_8_streams"] = draft_figures(min(args.tokens, 96), args.rounds, args.block, 8, 1,
                                                                args.draft_n_max)
