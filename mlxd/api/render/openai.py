@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
-import string
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -11,13 +9,12 @@ from typing import Any
 from mlxd.api.render.message import AssistantMessage, MessageDiff, finish_reason
 from mlxd.api.render.native import timings_out, token_probability
 from mlxd.engine.types import FinalEvent, Timings, TokenEvent
-
-_ALPHABET = string.ascii_letters + string.digits
+from mlxd.ids import alphanumeric
 
 
 def random_id(prefix: str = "chatcmpl-", length: int = 32) -> str:
     """An id like b10621's (``chatcmpl-`` and 32 alphanumerics)."""
-    return prefix + "".join(secrets.choice(_ALPHABET) for _ in range(length))
+    return prefix + alphanumeric(length)
 
 
 class Envelope:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import secrets
-import string
 from dataclasses import dataclass
 from typing import Any
 
-_ID_ALPHABET = string.digits + string.ascii_uppercase + string.ascii_lowercase
+from mlxd.ids import alphanumeric
 
 
 def new_tool_call_id() -> str:
     """A tool-call id as llama-server makes them: 32 random letters and digits."""
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(32))
+    return alphanumeric(32)
 
 
 @dataclass(frozen=True)
