@@ -65,7 +65,7 @@ class CompiledStep:
     def _forward(self, tokens: mx.array, caches: list[Any], extra: list[mx.array], last: bool) -> mx.array:
         if self.fused is not None:
             return self.fused(tokens, caches, extra, last)
-        logits = self.model(tokens, cache=caches)
+        logits = self.model(tokens if tokens.ndim == 2 else tokens[:, None], cache=caches)
         return logits[:, -1, :] if last else logits
 
     def _fn(self, batched: bool, quant: Quant, last: bool) -> Callable[..., list[mx.array]]:
@@ -93,7 +93,7 @@ class CompiledStep:
             caches = [sc.Rows(a, idx, offset, left) if quant is None else sc.QuantizedRows(a, idx, offset, left, *quant)
                       for a in layers(kv)]
             logits = self._forward(tokens, caches, extra, last)
-            return [logits, offset + tokens.shape[1]] + [a for c in caches for a in sc.buffers(c)]
+            return [logits, offset + _new_per_row(tokens)] + [a for c in caches for a in sc.buffers(c)]
 
         return rows if batched else solo
 
@@ -102,11 +102,12 @@ class CompiledStep:
 
     def __call__(self, tokens: mx.array, cache: list[Any]) -> mx.array | None:
         """The logits [B, V] of one step on ``tokens`` [B], the caches moved on by one; None: run it uncompiled."""
-        return self.forward(tokens[:, None], cache, last=True)
+        return self.forward(tokens, cache, last=True)
 
     def forward(self, tokens: mx.array, cache: list[Any], last: bool = False) -> mx.array | None:
         """The logits [B, N, V] (``last``: [B, V]) of ``tokens`` [B, N], the caches moved on by N; None: run it
-        uncompiled."""
+        uncompiled. ``tokens`` [B] is one token per row, a decode step's own layout: the graph then has no
+        reshapes to add a tokens axis and take it away again."""
         if (not self.enabled or not cache or tokens.shape[0] > MAX_ROWS
                 or any(c.keys is None or getattr(c, "_right_padding", None) is not None for c in cache)):
             return None
@@ -132,7 +133,7 @@ class CompiledStep:
         return logits
 
     def _step_solo(self, tokens: mx.array, cache: list[Any], quant: Quant, last: bool) -> mx.array:
-        n, offset = tokens.shape[1], cache[0].offset
+        n, offset = _new_per_row(tokens), cache[0].offset
         for c in cache:
             sc.fit(c, c.offset, n)
         kv = [a for c in cache for a in sc.buffers(c)]
@@ -146,7 +147,7 @@ class CompiledStep:
         return out[0]
 
     def _step_rows(self, tokens: mx.array, cache: list[Any], quant: Quant, last: bool) -> mx.array:
-        n, first = tokens.shape[1], cache[0]
+        n, first = _new_per_row(tokens), cache[0]
         for c in cache:
             sc.fit(c, c._idx, n)
         idx = mx.array(first._idx, dtype=mx.int32)
@@ -161,3 +162,8 @@ class CompiledStep:
             # One array for all layers is safe: BatchKVCache rebinds its offsets, never updates them in place.
             c.offset = moved
         return out[0]
+
+
+def _new_per_row(tokens: mx.array) -> int:
+    """The new tokens per row of ``tokens``: [B, N], or [B] for one each."""
+    return int(tokens.shape[1]) if tokens.ndim == 2 else 1

@@ -98,16 +98,16 @@ class Decoding:
     def _forward(self, batch: DecodeBatch) -> mx.array:
         """The logits [B, V] of one token per row, the batch's caches moved on by one: compiled where it applies."""
         assert batch.tokens is not None
-        return self._pass(self.compiled, self.model, batch.tokens[:, None], batch.cache or [], last=True)
+        return self._pass(self.compiled, self.model, batch.tokens, batch.cache or [], last=True)
 
     def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
               last: bool = False) -> mx.array:
-        """``model`` on ``tokens`` [B, N]: every position's logits (``last``: the last one's), compiled where it
-        applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
+        """``model`` on ``tokens`` [B, N] (or [B]: one each): every position's logits (``last``: the last one's),
+        compiled where it applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
         out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
         if out is not None:
             return out
-        logits = model(tokens, cache=cache)
+        logits = model(tokens if tokens.ndim == 2 else tokens[:, None], cache=cache)
         return logits[:, -1, :] if last else logits
 
     def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:

@@ -13,7 +13,7 @@ a decode step can share or skip:
 Here activations stay 2-D (``[tokens, hidden]``), weights are transposed once outside the trace, and RoPE is one
 elementwise pass over the queries (their attention scale folded in) and one over the keys, with cosines and sines
 read from a table that the layer's own rope module computed once. On tiny-llama a one-token step goes from 184
-graph nodes to 98 (docs/benchmarks.md, section 7). Joining the q/k/v and gate/up products into one each saved no
+graph nodes to 87 (docs/benchmarks.md, section 7). Joining the q/k/v and gate/up products into one each saved no
 further time here, and OpenBLAS rounds a joined product differently at some sizes, so they stay the modules' own.
 
 Every value is the same arithmetic as in mlx-lm's forward pass on this device, so the logits are bit for bit the
@@ -106,11 +106,11 @@ class FusedDecoder:
         return table
 
     def __call__(self, tokens: mx.array, cache: list[Any], extra: list[mx.array], last: bool) -> mx.array:
-        """Logits [B, N, V] (``last``: [B, V]) of ``tokens`` [B, N] on the stand-in caches."""
+        """Logits [B, N, V] (``last``: [B, V]) of ``tokens`` [B, N] (or [B], one each) on the stand-in caches."""
         table, swap = extra
-        B, N = tokens.shape
+        B, N = (int(tokens.shape[0]), 1) if tokens.ndim == 1 else tokens.shape
         d = self.head_dim
-        h = self.inner.embed_tokens(tokens.reshape(B * N))  # [B * N, D]
+        h = self.inner.embed_tokens(tokens if tokens.ndim == 1 else tokens.reshape(B * N))  # [B * N, D]
         offset = cache[0].offset  # a scalar, or one position per row
         pos = offset if N == 1 else (offset[:, None] if offset.ndim else offset) + mx.arange(N)
         cs = table[pos].reshape(-1, 1, N, 2 * d)  # [B or 1, 1, N, 2d]
@@ -128,12 +128,17 @@ class FusedDecoder:
             logits = h @ self._weight_t(embed)
         else:
             logits = embed.as_linear(h)
+        if N == 1 and last:
+            return logits  # [B, V] already: no reshape and slice to build
         logits = logits.reshape(B, N, -1)
         return logits[:, -1, :] if last else logits
 
     def _linear(self, m: nn.Module, x: mx.array) -> mx.array:
         """``m(x)``; for a plain ``nn.Linear`` its product with the weight transposed once, outside the trace (a
-        transposed view read by the same BLAS call), where ``m(x)`` transposes it as a graph node every step."""
+        transposed view read by the same BLAS call), where ``m(x)`` transposes it as a graph node every step.
+
+        (The residual sum cannot join the product in ``addmm``: OpenBLAS adds the residual before the product's
+        partial sums once the inner dimension spans more than one block, 384 here, which rounds differently.)"""
         if type(m) is not nn.Linear:
             return m(x)
         weight_t = self._weight_t(m)

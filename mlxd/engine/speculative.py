@@ -277,7 +277,7 @@ class Speculating:
             if want_p:
                 probs.append(mx.softmax(logits.astype(mx.float32), axis=-1).max(axis=-1))
             if j + 1 < k:
-                logits = self._pass(self.compiled_draft, self.draft, token[:, None].astype(mx.uint32), rows.cache,
+                logits = self._pass(self.compiled_draft, self.draft, token.astype(mx.uint32), rows.cache,
                                     last=True)
         drafts = mx.stack(out, axis=1).astype(mx.uint32)
         return drafts, (mx.stack(probs, axis=1) if want_p else None), qs

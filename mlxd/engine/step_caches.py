@@ -101,6 +101,8 @@ class Solo:
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
         """Query q (of ``n`` new positions) sees every position up to its own, as mlx-lm's causal mask."""
+        if n == 1:  # a decode step: the same mask from three graph nodes instead of six
+            return (mx.arange(self.capacity) <= self.offset).reshape(1, 1, 1, -1)
         cols = mx.arange(self.capacity)[None]
         return (cols <= self.offset + mx.arange(n)[:, None])[None, None]
 
@@ -118,6 +120,10 @@ class Rows(Solo):
 
     def make_mask(self, n: int, return_array: bool = False, window_size: int | None = None) -> mx.array:
         """As mlx-lm's batch mask: each row's own positions up to the query's, not its left padding."""
+        if n == 1:
+            cols = mx.arange(self.capacity)
+            keep = (cols <= self.idx) & (self.left_padding[:, None] <= cols)
+            return keep.reshape(-1, 1, 1, self.capacity)
         cols = mx.arange(self.capacity)[None, None]
         keep = (cols <= self.idx + mx.arange(n)[None, :, None]) & (self.left_padding[:, None, None] <= cols)
         return keep[:, None]
