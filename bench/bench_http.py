@@ -7,7 +7,9 @@ All servers are started together (an idle server costs no CPU) and take turns, f
 ``--repeat`` turns of a figure runs once on every server in a row, so that every server meets the same moment's
 load on a shared machine. Each figure is reported as the median of its turns (and its best, in the JSON); a ratio is
 the ratio of two medians, and the one-stream figure is also compared turn by turn with ``mlx_lm.stream_generate``
-in its own process, which takes its turn right after the servers'.
+in its own process, which takes its turn right after the servers'. The decode rates are also compared turn by turn
+between servers (the rows ending in "turn by turn": the median of each turn's ratio), which cancels the drift of a
+machine whose turns move by 2x.
 The requests of a concurrent round start ``--stagger-ms`` apart (2 ms): mlx_lm.server listens with Python's
 default backlog of 5 and opens a connection per request (HTTP/1.0), so that connections made all at once beyond
 the fifth wait for a SYN retransmit (1 s) and would measure its listen queue rather than its batching; ``0``
@@ -257,7 +259,11 @@ def table(report: dict[str, Any]) -> str:
         (f"  / stream_generate in-process, turn by turn (its median {reference:.4g} tok/s)",
          lambda s: s["one_stream_over_stream_generate"]["median"]),
     ]
+    # Servers take turns, so the ratio of one turn's figures cancels the machine's drift between turns; its median
+    # is the steadier comparison where turns move by 2x (rows ending in "turn by turn": ratios only).
+    turn_rows: dict[str, Any] = {"one-stream decode, turn by turn": lambda s: s["one_stream_decode_tps"]["turns"]}
     for n in servers["mlxd"]["aggregate"]:
+        turn_rows[f"{n} streams: aggregate, turn by turn"] = lambda s, n=n: s["aggregate"][n]["aggregate_tps"]["turns"]
         rows += [(f"{n} streams: aggregate tok/s", lambda s, n=n: s["aggregate"][n]["aggregate_tps"]["median"]),
                  (f"{n} streams: TTFT p50 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p50_s"]["median"]),
                  (f"{n} streams: TTFT p95 ms", lambda s, n=n: 1000 * s["aggregate"][n]["ttft_p95_s"]["median"]),
@@ -280,6 +286,12 @@ def table(report: dict[str, Any]) -> str:
         ratios = [(get(servers[a]), get(servers[b])) for a, b in pairs]
         lines.append(f"| {label} | {ours:.4g} | " + " | ".join(f"{t:.4g}" for t in theirs) + " | "
                      + " | ".join(f"{x / y:.2f}" if y and plain else "-" for x, y in ratios) + " |")
+    for label, turns in turn_rows.items():
+        cells = []
+        for a, b in pairs:
+            xs, ys = turns(servers[a]), turns(servers[b])
+            cells.append(f"{statistics.median(x / y for x, y in zip(xs, ys)):.2f}" if len(xs) == len(ys) else "-")
+        lines.append(f"| {label} | - | " + " | ".join("-" for _ in others) + " | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
