@@ -40,6 +40,10 @@ log = logging.getLogger("mlxd.engine.compiled")
 # 1.13x at 32, 1.17x at 64): past 32 rows the traces would cost about what they save.
 MAX_ROWS = 32
 
+# The longest run of prompt tokens ``CompiledStep.prompt`` takes: past it a pass's arithmetic outweighs its graph's
+# per-operation cost, and each length is a trace.
+SHORT_PROMPT = 32
+
 # mlx keeps its compiled traces in one process-wide map without a lock of its own, and a daemon may run several
 # model workers at once (a pool of models, a swap whose new model loads before the old one drains): a compiled
 # call (a lookup, and a trace on a miss) holds this lock. The call only builds the graph; evaluation runs outside.
@@ -50,7 +54,7 @@ Quant = tuple[int, int] | None  # a quantized cache's (group_size, bits); None f
 
 class CompiledStep:
     """The compiled forward pass of one model over a few new tokens per row (a decode step, a speculative
-    verification or a draft's step); calls answer None where it does not apply."""
+    verification, a draft's step or a short prompt); calls answer None where it does not apply."""
 
     def __init__(self, model: Callable[..., mx.array]) -> None:
         self.model = model
@@ -61,6 +65,9 @@ class CompiledStep:
         # One compiled function per cache layout and output (the last position's logits or every position's): a
         # trace is keyed by its inputs' shapes only, so what differs in Python must differ by function.
         self._fns: dict[tuple[bool, Quant, bool], Callable[..., list[mx.array]]] = {}
+        # Each layer's buffers as the caches of one sequence hold them ((heads, last dim, dtype) per buffer, by
+        # cache type and layer), learnt from the steps: what an empty cache opens with (``prompt``).
+        self._layouts: dict[tuple[type, int], list[tuple[int, int, mx.Dtype]]] = {}
 
     def _forward(self, tokens: mx.array, caches: list[Any], extra: list[mx.array], last: bool) -> mx.array:
         if self.fused is not None:
@@ -132,8 +139,50 @@ class CompiledStep:
         self.steps += 1
         return logits
 
+    def prompt(self, tokens: list[int], cache: list[Any]) -> bool:
+        """Run a short run of prompt tokens (at most ``SHORT_PROMPT``) into one sequence's caches through the
+        compiled pass; False where it does not apply (the caller then runs them uncompiled), with the caches as
+        they were.
+
+        A short prompt's own forward pass costs what its graph's nodes cost, like a decode step's: compiled it
+        is replayed, and on the CPU device it is the fused pass's. The tokens are right-padded to a multiple of 4
+        (or a power of two below 4), so that a capacity bucket holds ten traces at most (25 to 50 ms each on a
+        28-layer model); the padding's keys and values land past the caches' positions, which are then moved back
+        over them, as mlx-lm's ``trim`` does: masked from every later query, and overwritten by the tokens that
+        follow. Like the compiled decode step's, the values are the uncompiled pass's up to float rounding (its
+        products span more rows and attend over the whole buffer), and greedy tokens stay the same
+        (tests/engine/test_compiled_step.py)."""
+        n = len(tokens)
+        if not 0 < n <= SHORT_PROMPT or not cache or any(type(c) not in sc.KINDS or sc.KINDS[type(c)][0]
+                                                         for c in cache):
+            return False
+        empty = [c for c in cache if c.keys is None]
+        if empty and not self._open(empty, cache):
+            return False
+        padded = -(-n // 4) * 4 if n > 4 else 1 << (n - 1).bit_length()
+        if self.forward(mx.array([tokens + [0] * (padded - n)]), cache, last=True) is None:
+            for c in empty:
+                c.keys = c.values = None
+            return False
+        for c in cache:
+            c.offset -= padded - n
+        return True
+
+    def _open(self, empty: list[Any], cache: list[Any]) -> bool:
+        """Give the ``empty`` layers of ``cache`` zero buffers of no capacity in the layout the steps have seen
+        (``fit`` then sizes them); False when one is not known yet."""
+        layouts = {id(c): self._layouts.get((type(c), i)) for i, c in enumerate(cache)}
+        if any(layouts[id(c)] is None for c in empty):
+            return False
+        for c in empty:
+            sc.set_buffers(c, [mx.zeros((1, heads, 0, width), dtype) for heads, width, dtype in layouts[id(c)] or []])
+        return True
+
     def _step_solo(self, tokens: mx.array, cache: list[Any], quant: Quant, last: bool) -> mx.array:
         n, offset = _new_per_row(tokens), cache[0].offset
+        for i, c in enumerate(cache):
+            if (type(c), i) not in self._layouts:
+                self._layouts[type(c), i] = [(int(b.shape[1]), int(b.shape[3]), b.dtype) for b in sc.buffers(c)]
         for c in cache:
             sc.fit(c, c.offset, n)
         kv = [a for c in cache for a in sc.buffers(c)]

@@ -5,7 +5,9 @@ As in b10621, ``--batch-size`` is the logical batch (the prompt tokens one step 
 the physical one: no forward pass of prompt processing carries more tokens, a group's padding included. The
 physical batch is also what keeps a long prompt cheap on the CPU device: a pass's attention computes an exponential
 for every query and key of the pass, the causally masked ones included, so passes of 512 tokens cut that work on a
-1024-token prompt by a quarter and those of 256 by more than a third (docs/benchmarks.md, section 7).
+1024-token prompt by a quarter and those of 256 by more than a third (docs/benchmarks.md, section 7). A short run
+of prompt tokens (a new request's, or the new turn after a cached conversation) is the other way round: its pass
+costs what its graph's operations cost, so it goes through the decode step's compiled pass (engine.compiled).
 
 A mixin of ``Scheduler``: it works on the scheduler's ``model``, ``prefilling`` list and slot release, and keeps the
 token arithmetic of prompt processing apart from admission, sampling and decoding.
@@ -19,7 +21,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from mlxd.engine import readback
-from mlxd.engine.compiled import CompiledStep
+from mlxd.engine.compiled import SHORT_PROMPT, CompiledStep
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import force_tokens
@@ -47,6 +49,7 @@ class PromptProcessing:
     compiled: CompiledStep | None
     sampling: Any
     settings: WorkerSettings
+    lora: Any
 
     def _prefill(self, budget: int) -> None:
         """Prompt chunks in arrival order within ``budget`` tokens; prompts that end here draw their first token
@@ -195,8 +198,14 @@ class PromptProcessing:
         return n, self._prompt_processed(slot, kv, logits)
 
     def _fill(self, kv: list[Any], tokens: list[int]) -> None:
-        """Run ``tokens`` into one prompt's caches in forward passes of at most ``--ubatch-size`` tokens, each
-        evaluated before the next is built (what bounds a pass's memory); the last one is left to the caller."""
+        """Run ``tokens`` into one prompt's caches: a short run through the compiled pass (as a decode step, where
+        its graph's operations cost more than their arithmetic), else in forward passes of at most
+        ``--ubatch-size`` tokens, each evaluated before the next is built (what bounds a pass's memory); the last
+        one is left to the caller."""
+        compiled = self.compiled
+        if (compiled is not None and len(tokens) <= min(SHORT_PROMPT, self.settings.ubatch_size)
+                and not len(self.lora) and compiled.prompt(tokens, kv)):
+            return
         ubatch = self.settings.ubatch_size
         for i in range(0, len(tokens), ubatch):
             if i:

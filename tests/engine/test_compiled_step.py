@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import mlx.core as mx
+import pytest
+from mlx_lm.models.cache import make_prompt_cache
+
+from mlxd.engine import prefill
+from mlxd.engine.compiled import SHORT_PROMPT, CompiledStep
 from mlxd.engine.step_caches import capacity_for
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.scheduler import Scheduler
@@ -152,10 +158,12 @@ def test_a_cache_the_compiled_step_cut_back_serves_the_slots_next_request(tiny_m
     assert runs[0] == runs[1]
 
 
-def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, make_scheduler) -> None:
+def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, make_scheduler,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A prompt's final position is a one-token pass like a decode step's, so it runs compiled: one prompt on its
     own caches, and a group of prompts processed together on a batched one; the first tokens are the uncompiled
-    pass's."""
+    pass's. (Short runs of prompt tokens before it are compiled too: not here, to count the last tokens alone.)"""
+    monkeypatch.setattr(prefill, "SHORT_PROMPT", 0)
     prompts = prompts_of(tiny_model)[:3]
     firsts = {}
     for compiled in (True, False):
@@ -172,3 +180,47 @@ def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, ma
                 assert sched.compiled is not None and sched.compiled.steps == (1 if group else 3)
     assert firsts[True, False] == firsts[False, False] == firsts[True, True] == firsts[False, True]
     assert all(len(t) == 1 for t in firsts[True, False])
+
+
+@pytest.mark.parametrize("n", [2, 5, 13, SHORT_PROMPT - 1])
+def test_a_short_prompt_runs_compiled_into_the_same_cache(tiny_model, n: int) -> None:
+    """A short run of prompt tokens goes through the compiled pass once the steps have shown the caches' layout,
+    right-padded to a multiple of 4: the keys and values at its positions are the model's own pass's up to float32
+    rounding (more rows in each product, the whole buffer attended), and the caches stop at its last token."""
+    model = tiny_model.model
+    step = CompiledStep(model)
+    tokens = [(7 * i + 3) % 200 + 10 for i in range(n)]
+    assert not step.prompt(tokens, make_prompt_cache(model))  # no layout seen yet: the caller runs it uncompiled
+    seen = make_prompt_cache(model)
+    model(mx.array([[1, 2, 3]]), cache=seen)
+    assert step(mx.array([4], mx.uint32), seen) is not None  # a decode step: the layout is learnt
+    compiled, own = make_prompt_cache(model), make_prompt_cache(model)
+    assert step.prompt(tokens, compiled)
+    model(mx.array([tokens]), cache=own)
+    for a, b in zip(compiled, own):
+        assert a.offset == b.offset == n
+        assert mx.allclose(a.keys[..., :n, :], b.keys[..., :n, :], atol=1e-5).item()
+        assert mx.allclose(a.values[..., :n, :], b.values[..., :n, :], atol=1e-5).item()
+    nxt = mx.array([5], mx.uint32)  # and the next step reads the same cache, the padding's entries masked
+    logits = step(nxt, compiled)
+    assert logits is not None and mx.allclose(logits, model(nxt[:, None], cache=own)[:, -1, :], atol=1e-4).item()
+    assert not step.prompt(list(range(10, 11 + SHORT_PROMPT)), make_prompt_cache(model))  # too long: uncompiled
+
+
+def test_short_prompts_give_the_tokens_of_uncompiled_prompts(tiny_model, make_scheduler) -> None:
+    """Through the scheduler: prompts whose runs are short (a chunk of -b 16, a head after it) decode the same
+    greedy tokens with and without the compiled pass, and the compiled pass did take them."""
+    prompts = [p[:40] for p in prompts_of(tiny_model)]
+    tokens = {}
+    for compiled in (True, False):
+        sched = make_scheduler(parallel=2, cache_ram=0, batch_size=16)
+        if not compiled:
+            sched.compiled = None
+        handles = [RequestHandle(greedy_request(p, 12), i + 1, lambda h: None) for i, p in enumerate(prompts)]
+        for h in handles:
+            sched.add(h)
+        run_until(sched, lambda: sched.idle)
+        tokens[compiled] = [final(h).tokens for h in handles]
+        if compiled:
+            assert sched.compiled is not None and sched.compiled._layouts  # later prompts opened their caches
+    assert tokens[True] == tokens[False]
