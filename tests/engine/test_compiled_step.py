@@ -37,14 +37,16 @@ def events(handle: RequestHandle) -> list[Any]:
     return list(handle)
 
 
-def run_batch(sched: Scheduler, prompts: list[list[int]], unpipelined: bool = False, **fields: Any
-              ) -> list[RequestHandle]:
-    """All prompts at once (rows join as their prompts end); ``unpipelined``: each row asks for its probabilities,
-    which sends it through the sampling chain's greedy path, one read-back per step and no look-ahead."""
+def run_batch(sched: Scheduler, prompts: list[list[int]], unpipelined: bool = False, n_predict: int | None = None,
+              **fields: Any) -> list[RequestHandle]:
+    """All prompts at once (rows join as their prompts end), each generating ``n_predict`` tokens or its LENGTHS;
+    ``unpipelined``: each row asks for its probabilities, which sends it through the sampling chain's greedy path,
+    one read-back per step and no look-ahead."""
     if unpipelined:
         fields["n_probs"] = 1
+    lengths = LENGTHS if n_predict is None else [n_predict] * len(prompts)
     handles = [RequestHandle(greedy_request(p, n, **fields), i + 1, lambda h: None)
-               for i, (p, n) in enumerate(zip(prompts, LENGTHS))]
+               for i, (p, n) in enumerate(zip(prompts, lengths))]
     for h in handles:
         sched.add(h)
     run_until(sched, lambda: sched.idle)
@@ -171,11 +173,7 @@ def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, ma
             sched = make_scheduler(parallel=3, cache_ram=0, batch_size=512 if group else 8)
             if not compiled:
                 sched.compiled = None
-            handles = [RequestHandle(greedy_request(p, 1), i + 1, lambda h: None) for i, p in enumerate(prompts)]
-            for h in handles:
-                sched.add(h)
-            run_until(sched, lambda: sched.idle)
-            firsts[compiled, group] = [final(h).tokens for h in handles]
+            firsts[compiled, group] = [final(h).tokens for h in run_batch(sched, prompts, n_predict=1)]
             if compiled:  # n_predict 1: no decode step, only the prompts' last positions
                 assert sched.compiled is not None and sched.compiled.steps == (1 if group else 3)
     assert firsts[True, False] == firsts[False, False] == firsts[True, True] == firsts[False, True]
@@ -216,11 +214,7 @@ def test_short_prompts_give_the_tokens_of_uncompiled_prompts(tiny_model, make_sc
         sched = make_scheduler(parallel=2, cache_ram=0, batch_size=16)
         if not compiled:
             sched.compiled = None
-        handles = [RequestHandle(greedy_request(p, 12), i + 1, lambda h: None) for i, p in enumerate(prompts)]
-        for h in handles:
-            sched.add(h)
-        run_until(sched, lambda: sched.idle)
-        tokens[compiled] = [final(h).tokens for h in handles]
+        tokens[compiled] = [final(h).tokens for h in run_batch(sched, prompts, n_predict=12)]
         if compiled:
             assert sched.compiled is not None and sched.compiled._layouts  # later prompts opened their caches
     assert tokens[True] == tokens[False]
