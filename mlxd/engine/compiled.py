@@ -146,8 +146,8 @@ class CompiledStep:
 
         A short prompt's own forward pass costs what its graph's nodes cost, like a decode step's: compiled it
         is replayed, and on the CPU device it is the fused pass's. The tokens are right-padded to a multiple of 4
-        (or a power of two below 4), so that a capacity bucket holds ten traces at most (25 to 50 ms each on a
-        28-layer model); the padding's keys and values land past the caches' positions, which are then moved back
+        (or a power of two below 4), so that a capacity bucket holds ten traces at most (a trace costs what
+        MAX_ROWS says); the padding's keys and values land past the caches' positions, which are then moved back
         over them, as mlx-lm's ``trim`` does: masked from every later query, and overwritten by the tokens that
         follow. Like the compiled decode step's, the values are the uncompiled pass's up to float rounding (its
         products span more rows and attend over the whole buffer), and greedy tokens stay the same
