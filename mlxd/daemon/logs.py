@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, TextIO
 
 from mlxd.errors import ConfigError, ConfigProblem
 
@@ -181,6 +181,23 @@ def _open_log_file(path: str) -> logging.Handler:
     return logging.StreamHandler(os.fdopen(fd, "a", encoding="utf-8", buffering=1))
 
 
+class _Stderr(logging.StreamHandler[TextIO]):
+    """The console: whatever ``sys.stderr`` is when a line is written. A handler that kept the stream it was made
+    with would write to it after it closed, where something replaced ``sys.stderr`` for a while (a test's
+    capture), and each line would then be a logging error."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        pass  # always sys.stderr
+
+
 _handlers: list[logging.Handler] = []
 
 
@@ -191,9 +208,8 @@ def configure_logging(settings: LogSettings) -> None:
         if settings.log_file:
             new_handlers.append(_open_log_file(settings.log_file))
         else:
-            stream = sys.stderr
-            colors = settings.log_colors == "on" or (settings.log_colors == "auto" and stream.isatty())
-            console = logging.StreamHandler(stream)
+            colors = settings.log_colors == "on" or (settings.log_colors == "auto" and sys.stderr.isatty())
+            console = _Stderr()
             console.setFormatter(_Formatter(settings, colors))
             new_handlers.append(console)
     for handler in new_handlers:
