@@ -182,20 +182,22 @@ def _open_log_file(path: str) -> logging.Handler:
 
 
 class _Stderr(logging.StreamHandler[TextIO]):
-    """The console: whatever ``sys.stderr`` is when a line is written. A handler that kept the stream it was made
-    with would write to it after it closed, where something replaced ``sys.stderr`` for a while (a test's
-    capture), and each line would then be a logging error."""
+    """The console: whatever ``sys.stderr`` is when a line is written (unless ``setStream`` gave it another
+    stream). A handler that kept the stream it was made with would write to it after it closed, where something
+    replaced ``sys.stderr`` for a while (a test's capture), and each line would then be a logging error."""
+
+    _other: TextIO | None = None
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
     @property
     def stream(self) -> TextIO:
-        return sys.stderr
+        return sys.stderr if self._other is None else self._other
 
     @stream.setter
     def stream(self, value: TextIO) -> None:
-        pass  # always sys.stderr
+        self._other = None if value is sys.stderr else value
 
 
 _handlers: list[logging.Handler] = []
