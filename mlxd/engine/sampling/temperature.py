@@ -10,11 +10,17 @@ from mlxd.engine.sampling.candidates import Candidates, Mt19937, softmax
 from mlxd.engine.sampling.truncation import top_k
 
 
+def _float(value: float) -> np.float32:
+    """``value`` as upstream's C++ float holds it: past float32's range, an infinity (numpy warns; C++ does not)."""
+    with np.errstate(over="ignore"):
+        return np.float32(value)
+
+
 def is_greedy_temperature(temp: float, delta: float) -> bool:
     """Whether the temperature stage leaves a single finite logit (what ``temperature <= 0`` means upstream)."""
     if delta > 0.0:
-        return bool(np.float32(temp + delta) <= 0.0)
-    return bool(np.float32(temp) <= 0.0)
+        return bool(_float(temp + delta) <= 0.0)
+    return bool(_float(temp) <= 0.0)
 
 
 def scale(cur: Candidates, temp: float) -> None:
@@ -24,7 +30,7 @@ def scale(cur: Candidates, temp: float) -> None:
     small enough for the division to overflow divides the logits' distance to the maximum instead: the same
     distribution (a constant shift), with the maxima finite and the rest going to -inf, never inf or nan.
     """
-    t = np.float32(temp)
+    t = _float(temp)
     if t <= 0.0:
         keep = int(np.argmax(cur.logits))  # first occurrence, as upstream's strict '>' scan
         top = cur.logits[keep]

@@ -166,3 +166,13 @@ def test_a_tiny_positive_temperature_gives_finite_probabilities(temp: float) -> 
     # the limit of a vanishing temperature: the maxima share the mass, the rest get none
     assert cur.p.tolist() == [0.0, 0.5, 0.0, 0.5, 0.0]
     assert cur.selected == 3
+
+
+def test_a_temperature_past_float32_is_an_infinity_without_a_warning() -> None:
+    """Upstream holds the temperature as a C++ float: 1e300 is +inf there, a sampling temperature, not greedy."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not is_greedy_temperature(1e300, 0.0) and is_greedy_temperature(-1e300, 0.0)
+        cur = Candidates.from_logits(np.array([1.0, 3.0, 2.0], np.float32))
+        scale(cur, 1e300)
+        assert np.array_equal(cur.logits, np.zeros(3, np.float32))  # each logit over +inf: a uniform draw
