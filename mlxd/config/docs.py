@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mlxd.config import facts
 from mlxd.config.options import OptionSpec, table
 
 INTRO = """# Configuration
@@ -117,6 +118,12 @@ Errors exit with status 2 and one line per problem, naming the source, the optio
 - **inert: V**: only the listed values (and the default) are accepted; any other value is refused.
 - **refused**: any value but the default is refused before a model loads, with the reason and the alternative.
 - **checked**: some values are refused (see the note).
+
+## Change column
+
+What a change of the option does to a running daemon (admin API, a config file edit, SIGHUP), as the option table
+declares it:
+
 """
 
 _TYPE = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "list": "list",
@@ -156,7 +163,7 @@ def _row(spec: OptionSpec) -> str:
     vtype = _TYPE[spec.value_type.value] + (" or unset" if spec.optional else "")
     if spec.choices:
         vtype += ": " + " \\| ".join(spec.choices)
-    when = "live" if spec.live else "restart"
+    when = ", ".join(spec.effects)
     extra = " (secret)" if spec.secret else ""
     return (f"| `{spec.name}` | {spellings} | {env} | {vtype}{extra} | {_default(spec)} | {when} | "
             f"{_cell(_treatment(spec))} | {_cell(spec.help)} |")
@@ -167,7 +174,7 @@ def render() -> str:
     groups: dict[str, list[OptionSpec]] = {}
     for spec in table():
         groups.setdefault(spec.category, []).append(spec)
-    parts = [INTRO]
+    parts = [INTRO + "\n".join(f"- **{name}**: {what}." for name, what in facts.EFFECTS.items()) + "\n"]
     for category in ("mlxd", "common", "sampling", "server-specific", "speculative"):
         parts.append(f"\n## Options: {category}\n")
         parts.append("| name | spellings | env | type | default | change | treatment | description |")
