@@ -72,7 +72,10 @@ class Sequence:
         self._detok = IncrementalDetokenizer(decode, self.prompt)
         self._stops = StopMatcher(request.stop)
         self._indent = IndentLimit(request.n_indent)
-        self.text = ""  # generated text sent so far (a matched stop string and what follows it cut off)
+        # The generated text sent so far (a matched stop string and what follows it cut off), as its pieces: a
+        # string grown a piece a token copies everything before it each time (an attribute's += gets no in-place
+        # help from CPython), 2 us a token at 32k tokens and 46 us at 128k.
+        self._pieces: list[str] = []
         # Slot facts (llama-server's names).
         self.n_cache = 0  # prompt tokens taken from the prompt cache
         self.n_past = 0  # tokens in this sequence's KV cache
@@ -138,6 +141,11 @@ class Sequence:
             ms = (time.perf_counter() - self.t_prompt_start) * 1e3
             self.handle.push(ProgressEvent(len(self.prompt), self.n_cache, self.n_past, int(ms), ms))
 
+    @property
+    def text(self) -> str:
+        """The generated text sent so far (read by ``/slots`` from the event loop: it never rearranges the pieces)."""
+        return "".join(self._pieces)
+
     def accept(self, token: int, sampled: Any = None) -> bool:
         """Record one sampled token, send what may be shown, and say whether generation goes on."""
         self.generated.append(token)
@@ -162,11 +170,12 @@ class Sequence:
             self.stop_type, self.has_next_token = "limit", False
         self._check_limits(is_eog)
         if cut is not None and full is not None:
-            out, self.text = full[len(self.text) : cut], full[:cut]
+            out, self._pieces[:] = full[len(self.text) : cut], [full[:cut]]
         else:
             if not self.has_next_token and word is None:
                 out += self._stops.flush()  # held text that never became a stop string
-            self.text += out
+            if out:
+                self._pieces.append(out)
         self._emit_token(token, out, sampled)
         return self.has_next_token
 
