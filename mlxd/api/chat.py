@@ -110,7 +110,21 @@ class ChatParser:
     def __init__(self, prompt: ChatPrompt, *, streamed: bool = True) -> None:
         """``streamed``: calls are announced as they are written (False: each once whole, for a whole answer)."""
         self._stream = ChatOutputStream.for_prompt(prompt, stream_arguments=streamed)
-        self.message = AssistantMessage()
+        # What was parsed so far, as pieces: strings grown a delta at a time would copy all they hold at every
+        # token (a long answer, or a tool call that writes a file as its argument).
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[tuple[str, str, list[str]]] = []  # id, name, argument pieces
+
+    @property
+    def message(self) -> AssistantMessage:
+        """Everything parsed so far, as one message (whole once ``finish`` was called)."""
+        return AssistantMessage("".join(self._content), "".join(self._reasoning),
+                                [ToolCallOut(i, name, "".join(args)) for i, name, args in self._calls])
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return bool(self._calls)
 
     def feed(self, text: str) -> list[MessageDiff]:
         return self._diffs(self._stream.feed(text))
@@ -122,19 +136,17 @@ class ChatParser:
         out: list[MessageDiff] = []
         for delta in deltas:
             if delta.reasoning_content:
-                self.message.reasoning += delta.reasoning_content
+                self._reasoning.append(delta.reasoning_content)
                 out.append(MessageDiff(reasoning=delta.reasoning_content))
             if delta.content:
-                self.message.content += delta.content
+                self._content.append(delta.content)
                 out.append(MessageDiff(content=delta.content))
             for call in delta.tool_calls:
                 # As llama-server streams a call: its id and name with the arguments written so far, then pieces.
                 if call.id:
-                    self.message.tool_calls.append(ToolCallOut(id=call.id, name=call.name, arguments=call.arguments))
+                    self._calls.append((call.id, call.name, [call.arguments]))
                 else:
-                    known = self.message.tool_calls[call.index]
-                    self.message.tool_calls[call.index] = dataclasses.replace(
-                        known, arguments=known.arguments + call.arguments)
+                    self._calls[call.index][2].append(call.arguments)
                 out.append(MessageDiff(tool_index=call.index, tool_id=call.id, tool_name=call.name,
                                        tool_arguments=call.arguments))
         return out

@@ -48,7 +48,7 @@ async def messages(request: Request):
         async for _, ev in stream:
             if isinstance(ev, FinalEvent):
                 out = [e for d in parser.finish() for e in events.diff(d)]
-                out += events.finish(ev, bool(parser.message.tool_calls))
+                out += events.finish(ev, parser.has_tool_calls)
             else:
                 assert isinstance(ev, TokenEvent)  # the route submits without progress: no ProgressEvent
                 out = [e for d in parser.feed(ev.text) for e in events.diff(d)]

@@ -100,7 +100,7 @@ async def chat_completions(request: Request):
                 finished += 1
                 out = [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.finish()]
                 out.append(oai.chat_chunk(env, job.index, {},
-                                          finish_reason(ev.stop_type, bool(parser.message.tool_calls))))
+                                          finish_reason(ev.stop_type, parser.has_tool_calls)))
                 if finished == len(jobs):
                     if p.opts.include_usage:
                         out.append(oai.chat_usage_chunk(env, _usage(jobs)))
