@@ -72,7 +72,7 @@ class CompiledStep:
     def _forward(self, tokens: mx.array, caches: list[Any], extra: list[mx.array], last: bool) -> mx.array:
         if self.fused is not None:
             return self.fused(tokens, caches, extra, last)
-        logits = self.model(tokens if tokens.ndim == 2 else tokens[:, None], cache=caches)
+        logits = self.model(as_rows(tokens), cache=caches)
         return logits[:, -1, :] if last else logits
 
     def _fn(self, batched: bool, quant: Quant, last: bool) -> Callable[..., list[mx.array]]:
@@ -180,8 +180,8 @@ class CompiledStep:
 
     def _step_solo(self, tokens: mx.array, cache: list[Any], quant: Quant, last: bool) -> mx.array:
         n, offset = _new_per_row(tokens), cache[0].offset
-        for i, c in enumerate(cache):
-            if (type(c), i) not in self._layouts:
+        if (type(cache[0]), 0) not in self._layouts:  # once per cache type, not at every step
+            for i, c in enumerate(cache):
                 self._layouts[type(c), i] = [(int(b.shape[1]), int(b.shape[3]), b.dtype) for b in sc.buffers(c)]
         for c in cache:
             sc.fit(c, c.offset, n)
@@ -211,6 +211,11 @@ class CompiledStep:
             # One array for all layers is safe: BatchKVCache rebinds its offsets, never updates them in place.
             c.offset = moved
         return out[0]
+
+
+def as_rows(tokens: mx.array) -> mx.array:
+    """``tokens`` as [B, N], where [B] is one token per row (a decode step's layout)."""
+    return tokens if tokens.ndim == 2 else tokens[:, None]
 
 
 def _new_per_row(tokens: mx.array) -> int:

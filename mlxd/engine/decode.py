@@ -17,7 +17,7 @@ import numpy as np
 from mlxd.engine import context_shift
 from mlxd.engine import readback
 from mlxd.engine.batch import DecodeBatch
-from mlxd.engine.compiled import CompiledStep
+from mlxd.engine.compiled import CompiledStep, as_rows
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.sequence import Sequence
@@ -107,7 +107,7 @@ class Decoding:
         out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
         if out is not None:
             return out
-        logits = model(tokens if tokens.ndim == 2 else tokens[:, None], cache=cache)
+        logits = model(as_rows(tokens), cache=cache)
         return logits[:, -1, :] if last else logits
 
     def _argmax(self, logits: mx.array, seqs: list[Sequence]) -> mx.array:

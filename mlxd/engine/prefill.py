@@ -21,7 +21,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from mlxd.engine import readback
-from mlxd.engine.compiled import SHORT_PROMPT, CompiledStep
+from mlxd.engine.compiled import CompiledStep
 from mlxd.engine.constrain import apply_masks
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import force_tokens
@@ -203,8 +203,8 @@ class PromptProcessing:
         ``--ubatch-size`` tokens, each evaluated before the next is built (what bounds a pass's memory); the last
         one is left to the caller."""
         compiled = self.compiled
-        if (compiled is not None and len(tokens) <= min(SHORT_PROMPT, self.settings.ubatch_size)
-                and not len(self.lora) and compiled.prompt(tokens, kv)):
+        if (compiled is not None and len(tokens) <= self.settings.ubatch_size and not len(self.lora)
+                and compiled.prompt(tokens, kv)):
             return
         ubatch = self.settings.ubatch_size
         for i in range(0, len(tokens), ubatch):

@@ -163,14 +163,16 @@ class Sequence:
         if "\n" in piece:
             self.has_new_line = True
         cut = full = None
+        sent = ""
         if self.request.n_indent > 0:
-            full = self.text + out + self._stops.held
+            sent = self.text
+            full = sent + out + self._stops.held
             cut = self._indent.check(full, piece)
         if cut is not None:  # as upstream, the final text loses the line even where it was already streamed
             self.stop_type, self.has_next_token = "limit", False
         self._check_limits(is_eog)
         if cut is not None and full is not None:
-            out, self._pieces[:] = full[len(self.text) : cut], [full[:cut]]
+            out, self._pieces[:] = full[len(sent) : cut], [full[:cut]]
         else:
             if not self.has_next_token and word is None:
                 out += self._stops.flush()  # held text that never became a stop string

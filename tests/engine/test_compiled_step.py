@@ -10,7 +10,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import prefill
+from mlxd.engine import compiled as compiled_module
 from mlxd.engine.compiled import SHORT_PROMPT, CompiledStep
 from mlxd.engine.step_caches import capacity_for
 from mlxd.engine.handle import RequestHandle
@@ -165,7 +165,7 @@ def test_a_prompts_last_token_goes_through_the_decode_steps_trace(tiny_model, ma
     """A prompt's final position is a one-token pass like a decode step's, so it runs compiled: one prompt on its
     own caches, and a group of prompts processed together on a batched one; the first tokens are the uncompiled
     pass's. (Short runs of prompt tokens before it are compiled too: not here, to count the last tokens alone.)"""
-    monkeypatch.setattr(prefill, "SHORT_PROMPT", 0)
+    monkeypatch.setattr(compiled_module, "SHORT_PROMPT", 0)
     prompts = prompts_of(tiny_model)[:3]
     firsts = {}
     for compiled in (True, False):

@@ -8,7 +8,7 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import prefill
+from mlxd.engine import compiled as compiled_module
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
@@ -71,7 +71,7 @@ def test_no_prompt_pass_carries_more_than_the_ubatch_size(tiny_model, make_sched
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """-ub is b10621's physical batch: every forward pass of prompt processing carries at most that many tokens (a
     group's padding included) while -b still bounds a step; the cache is the one a single pass builds."""
-    monkeypatch.setattr(prefill, "SHORT_PROMPT", 0)  # every pass the model's own, to be seen here
+    monkeypatch.setattr(compiled_module, "SHORT_PROMPT", 0)  # every pass the model's own, to be seen here
     sched = make_scheduler(parallel=3, batch_size=64, ubatch_size=8)
     model, passes = sched.model, []
 
