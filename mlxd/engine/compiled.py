@@ -6,11 +6,11 @@ A one-token step of a small model is mostly per-operation host work (the graph b
 operation); a compiled step is one call that replays a traced graph with its elementwise runs fused. mlx-lm's
 caches cannot be traced as they are, so the step sees stand-ins for them (engine.step_caches) whose write
 position is an array input. The trace then depends only on the batch size, the new tokens per row and the buffers'
-capacity, which doubles from 32 to 256 entries and then grows in steps of 256 (``capacity_for``), so a stream
-recompiles a few times in its first 256 tokens and then once per 256, and the batch once per row count it has not
-had at that capacity, each new shape costing one trace of the model (compiled traces are kept by shape); batches
-above ``MAX_ROWS`` rows decode uncompiled. For mlx-lm's llama family on the CPU device the traced pass is
-engine.fused's, the same arithmetic in fewer operations.
+capacity, which goes from 32 to 64 entries, then up to 256 in steps of 32 and past it in steps of 256
+(``capacity_for``), so a stream recompiles up to eight times in its first 256 tokens and then once per 256, and
+the batch once per row count it has not had at that capacity, each new shape costing one trace of the model
+(compiled traces are kept by shape); batches above ``MAX_ROWS`` rows decode uncompiled. For mlx-lm's llama
+family on the CPU device the traced pass is engine.fused's, the same arithmetic in fewer operations.
 
 The real caches stay mlx-lm's (or engine.kv_types') throughout: after the call their buffers are the step's
 outputs and their positions move on by the tokens fed, so prompt processing, merging, filtering, extraction, the

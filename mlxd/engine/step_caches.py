@@ -22,7 +22,7 @@ from mlx_lm.models.cache import BatchKVCache, KVCache
 from mlxd.engine.kv_types import BatchQuantizedKVCache, QuantKV, TypedBatchKV, TypedKV
 
 STEP = 256  # capacity bucket of the KV buffers past their first STEP entries, as mlx-lm's KVCache.step
-SMALLEST = 32  # the smallest bucket; below STEP, buckets double
+SMALLEST = 32  # the smallest bucket, and the growth of the buckets below STEP past the second
 
 # The real cache types a compiled step takes, by layout: one sequence or a left-padded batch, float or quantized.
 KINDS: dict[type, tuple[bool, bool]] = {  # type -> (batched, quantized)
@@ -32,14 +32,18 @@ KINDS: dict[type, tuple[bool, bool]] = {  # type -> (batched, quantized)
 
 
 def capacity_for(n: int) -> int:
-    """The KV capacity a compiled step gives ``n`` entries: 32, 64, 128, 256, then multiples of 256.
+    """The KV capacity a compiled step gives ``n`` entries: 32, 64, then multiples of 32 up to 256, then of 256.
 
     Attention reads the whole buffer, masked past the write position, and what it reads past it is wasted: the
     softmax's exponentials and both products grow with the capacity, not the context (on tiny-llama, 8 rows at
-    40 positions step in 464 us with 64 entries and 758 us with 256; 32 rows in 1576 and 3101 us). Below 256
-    entries the buckets double, so short contexts waste at most half, for three more traces per row count."""
-    if n <= STEP:
+    40 positions step in 464 us with 64 entries and 758 us with 256; 32 rows at 150 positions in 1167 us with 176
+    and 1516 us with 256). Between 64 and 256 entries the buckets grow by 32, where doubling wasted up to half at
+    a cost that grows with the rows: 32 streams of 128 tokens over HTTP decode 1.08 to 1.13 x faster than with
+    doubling buckets, for four more traces per row count (docs/benchmarks.md, section 7)."""
+    if n <= 2 * SMALLEST:
         return max(SMALLEST, 1 << (n - 1).bit_length())
+    if n <= STEP:
+        return -(-n // SMALLEST) * SMALLEST
     return -(-n // STEP) * STEP
 
 

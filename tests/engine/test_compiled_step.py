@@ -133,9 +133,9 @@ def test_two_workers_decoding_at_once_keep_their_tokens(tiny_model, make_worker)
     assert first.scheduler.compiled.steps > 0 and second.scheduler.compiled.steps > 0
 
 
-def test_kv_capacity_doubles_to_256_then_grows_by_256() -> None:
-    assert [capacity_for(n) for n in (1, 32, 33, 64, 65, 200, 256, 257, 700)] == [
-        32, 32, 64, 64, 128, 256, 256, 512, 768]
+def test_kv_capacity_doubles_to_64_grows_by_32_to_256_then_by_256() -> None:
+    assert [capacity_for(n) for n in (1, 32, 33, 64, 65, 96, 97, 200, 256, 257, 700)] == [
+        32, 32, 64, 64, 96, 96, 128, 224, 256, 512, 768]
 
 
 def test_a_cache_the_compiled_step_cut_back_serves_the_slots_next_request(tiny_model, make_scheduler) -> None:
