@@ -77,6 +77,37 @@ def test_mixed_image_and_text_batches_give_solo_tokens(worker: Any, vl_model: An
     assert [e.tokens for e in together] == solo
 
 
+def test_a_media_prompt_goes_through_in_passes_of_the_ubatch_size(worker: Any, vl_model: Any) -> None:
+    """-ub bounds every forward pass of a media prompt as it does a text prompt's; the tokens stay those of one
+    pass (up to the float rounding of shorter products, which greedy decoding does not see here)."""
+    from mlxd.engine.vlm.load import load_multimodal
+    from mlxd.engine.vlm.worker import make_worker
+
+    # A model of its own, as the daemon loads one per worker: a view's row shifts belong to one scheduler.
+    own = load_multimodal(synthetic_checkpoint("qwen2-vl-tiny"))
+    small = make_worker(own, WorkerSettings(ctx_size=2048, parallel=2, ubatch_size=8, warmup=False))
+    model, passes = small.scheduler.model, []
+
+    class Recording:  # the model, noting the tokens of every pass that embeds media
+        def __getattr__(self, name: str) -> Any:
+            return getattr(model, name)
+
+        def __call__(self, tokens: Any, **kwargs: Any) -> Any:
+            if kwargs.get("inputs_embeds") is not None:
+                passes.append(int(tokens.shape[1]))
+            return model(tokens, **kwargs)
+
+    small.scheduler.model = Recording()
+    small.start()
+    try:
+        request = media_request(small, [0])
+        tokens = run(small, request).tokens
+    finally:
+        small.stop(0.0)
+    assert tokens == run(worker, media_request(worker, [0])).tokens
+    assert len(passes) > 2 and max(passes) <= 8 and sum(passes) == len(request.prompt_tokens), passes
+
+
 def test_image_tokens_equal_mlx_vlm_generate(worker: Any, vl_model: Any) -> None:
     from mlx_vlm.generate import generate
 

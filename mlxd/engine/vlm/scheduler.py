@@ -77,11 +77,17 @@ class MultimodalScheduler(Scheduler):
         start = seq.n_past
         todo = len(seq.prompt) - start
         n = min(todo, budget)
-        ids = mx.array(seq.prompt[start : start + n])[None]
-        pos = state.positions[..., start : start + n] if state.positions is not None else None
-        extras = {k: v[:, start : start + n] for k, v in state.extras.items()}
-        logits = self.model(ids, cache=kv, inputs_embeds=state.embeds[:, start : start + n], position_ids=pos,
-                            **extras)
+        # The step's tokens in forward passes of at most --ubatch-size (b10621's physical batch), each evaluated
+        # before the next is built, as a text prompt's (engine.prefill).
+        ubatch = self.settings.ubatch_size
+        for i in range(start, start + n, ubatch):
+            if i > start:
+                mx.eval([c.state for c in kv])
+            j = min(i + ubatch, start + n)
+            pos = state.positions[..., i:j] if state.positions is not None else None
+            extras = {k: v[:, i:j] for k, v in state.extras.items()}
+            logits = self.model(mx.array(seq.prompt[i:j])[None], cache=kv, inputs_embeds=state.embeds[:, i:j],
+                                position_ids=pos, **extras)
         seq.n_past += n
         seq.n_prompt_processed += n
         seq.progress()

@@ -5,7 +5,8 @@ mlx-vlm's language models keep multimodal RoPE state on the module (``_rope_delt
 one generation they run; under continuous batching several prompts with different images decode together, so
 that state would belong to whichever prompt ran last. The view therefore computes every call's position ids
 itself: each row's cache offset, plus the row's own shift (its ``rope_delta``: how many positions its images
-saved), looked up through ``row_shift`` for the decode batch and 0 for a text-only prompt.
+saved), looked up through ``row_shift`` for the decode batch and 0 for a text-only prompt. ``row_shift`` is the
+scheduler's, so a view serves one scheduler: the daemon loads a model for each worker.
 """
 
 from __future__ import annotations
