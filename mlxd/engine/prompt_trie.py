@@ -28,11 +28,12 @@ class _Node:
         self.ext_len: int | None = None  # tokens from here to the nearest stored sequence (None: none below)
         self.ext_child: int | None = None  # the child that leads there (None when this node holds a value)
 
-    def refresh(self) -> None:
-        """Recompute the nearest stored sequence from this node's value and its children's."""
+    def refresh(self) -> bool:
+        """Recompute the nearest stored sequence from this node's value and its children's; whether it changed."""
+        before = self.ext_len, self.ext_child
         if self.value is not _NO_VALUE:
             self.ext_len, self.ext_child = 0, None
-            return
+            return before != (0, None)
         best: int | None = None
         best_tok: int | None = None
         for tok, child in self.children.items():
@@ -40,6 +41,7 @@ class _Node:
             if child.ext_len is not None and (best is None or child.ext_len + 1 <= best):
                 best, best_tok = child.ext_len + 1, tok
         self.ext_len, self.ext_child = best, best_tok
+        return before != (best, best_tok)
 
 
 class IndexedPromptTrie:
@@ -97,7 +99,8 @@ class IndexedPromptTrie:
                     node.value = _NO_VALUE
                 path.append(node.children[tok])
         finally:  # a path that ends early (KeyError, as mlx_lm's) keeps what it already took
-            _refresh(path)
+            # The node at path index i held the prefix of i tokens: the shallowest taken is the top of the change.
+            _refresh(path, values[0][0] if values else None)
         return values
 
     def search(self, model: Any, tokens: list[int]) -> PromptTrieResult:
@@ -131,6 +134,13 @@ class IndexedPromptTrie:
         return PromptTrieResult(model, None, shorter, longer, index)
 
 
-def _refresh(path: list[_Node]) -> None:
-    for node in reversed(path):
-        node.refresh()
+def _refresh(path: list[_Node], top: int | None = None) -> None:
+    """Bring ``path``'s nodes up to date from the deepest up, where the nodes from index ``top`` down (default: the
+    deepest alone) changed their own value or children. Above ``top`` a node changes only through the child on the
+    path, so the first that comes out as it was leaves every ancestor as it was: a request's admission and its
+    return to the cache refresh a few nodes, not one per token of its prompt (a 4000-token prompt among 32 that
+    share 3000 tokens, taken out and put back: 1.65 ms where it was 2.5, what is left the walk along it)."""
+    top = len(path) - 1 if top is None else top
+    for i in range(len(path) - 1, -1, -1):
+        if not path[i].refresh() and i <= top:
+            return

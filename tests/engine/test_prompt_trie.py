@@ -44,3 +44,13 @@ def test_indexed_trie_matches_mlx_lm() -> None:
                 for found in (result.exact, result.shorter, result.longer):
                     if found is not None:
                         _same(theirs, ours, "get", model, found)
+            for root in ours._roots.values():  # refreshes stop early: every node must still be up to date
+                _assert_up_to_date(root)
+
+
+def _assert_up_to_date(node: Any) -> None:
+    """Each node's nearest stored sequence is what a refresh of it, its children up to date, computes."""
+    for child in node.children.values():
+        _assert_up_to_date(child)
+    kept = node.ext_len, node.ext_child
+    assert not node.refresh() and (node.ext_len, node.ext_child) == kept
