@@ -15,6 +15,10 @@ not two runs minutes apart). No worker thread, no HTTP; prompts count towards bo
 - ``arrivals``: one scheduler, rounds of ``--streams`` (its largest count) greedy requests of 16-token prompts that
   reach it all in one step, or a few in each step as they do over HTTP (8, 4, 1 a step), the arrival patterns taking
   turns round by round: milliseconds per round, the median of ``--rounds`` after an untimed one;
+- ``capacity``: the compiled step's KV capacity buckets (engine.step_caches ``capacity_for``: by 32 between 64 and
+  256 entries) against doubling ones below 256 (their rule until 2026-12-02), one scheduler per ``--streams``
+  count, the two rules taking turns round by round on rounds of greedy requests of 16-token prompts: new over old
+  time, the median of ``--rounds`` after an untimed round of each;
 - ``ubatch``: one greedy request whose prompt has ``--prompt-tokens`` tokens (1024), processed in forward passes of
   ``--ubatch-size`` 2048 (one pass), 512 (the default), 256 and 128 tokens, one scheduler each, taking turns:
   milliseconds from the request to its first token, the median of ``--rounds`` after an untimed one.
@@ -40,6 +44,7 @@ import mlx.core as mx  # noqa: E402
 
 from bench.bench_spec import _requests  # noqa: E402
 from mlxd.engine.affinity import keep_on_one_cpu  # noqa: E402
+from mlxd.engine import step_caches  # noqa: E402
 from mlxd.engine.detokenize import fast_decoder  # noqa: E402
 from mlxd.engine.handle import RequestHandle  # noqa: E402
 from mlxd.engine.loader import load_model  # noqa: E402
@@ -121,6 +126,40 @@ def arrival_figures(loaded: Any, streams: int, tokens: int, rounds: int) -> dict
     return out
 
 
+def doubling_capacity(n: int) -> int:
+    """The KV buckets before 2026-12-02: doubling from 32 to 256 entries, then multiples of 256."""
+    if n <= step_caches.STEP:
+        return max(step_caches.SMALLEST, 1 << (n - 1).bit_length())
+    return -(-n // step_caches.STEP) * step_caches.STEP
+
+
+def capacity_figures(loaded: Any, streams: list[int], tokens: int, rounds: int) -> dict[str, Any]:
+    """New over old time per round, per stream count: the buckets ``capacity_for`` gives against doubling ones."""
+    rules = {"by_32": step_caches.capacity_for, "doubling": doubling_capacity}
+    out = {}
+    try:
+        for n in streams:
+            s = scheduler(loaded, n, 16 + tokens + 64)
+            requests = _requests(loaded, n, 16, tokens)
+            spent: dict[str, list[float]] = {k: [] for k in rules}
+            for rnd in range(rounds + 1):
+                for name in (list(rules) if rnd % 2 else list(rules)[::-1]):
+                    step_caches.capacity_for = rules[name]  # read by step_caches.fit at every compiled step
+                    submit(s, requests, 1000 * rnd + (name == "doubling") * 500)
+                    started = time.perf_counter()
+                    while not s.idle:
+                        s.step()
+                    if rnd:  # round 0: traces for these shapes
+                        spent[name].append(time.perf_counter() - started)
+            medians = {k: statistics.median(v) for k, v in spent.items()}
+            out[str(n)] = {f"{k}_tps": round(n * tokens / v, 1) for k, v in medians.items()}
+            out[str(n)]["by_32_over_doubling_time"] = round(medians["by_32"] / medians["doubling"], 3)
+            print("capacity", n, out[str(n)], flush=True)
+    finally:
+        step_caches.capacity_for = rules["by_32"]
+    return out
+
+
 def ubatch_figures(loaded: Any, prompt_tokens: int, rounds: int) -> dict[str, Any]:
     """Milliseconds from a ``prompt_tokens`` prompt to its first token, per ``--ubatch-size``."""
     request = _requests(loaded, 1, prompt_tokens, 1)
@@ -175,7 +214,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--block", type=int, default=16, help="steps per turn")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds of the never-agreeing and arrivals figures")
-    ap.add_argument("--only", choices=("compiled", "never", "self", "arrivals", "ubatch"))
+    ap.add_argument("--only", choices=("compiled", "never", "self", "arrivals", "ubatch", "capacity"))
     ap.add_argument("--prompt-tokens", type=int, default=1024, help="prompt length of the ubatch figures")
     ap.add_argument("--draft-n-max", type=int, help="--spec-draft-n-max of the draft figures (default: its default)")
     ap.add_argument("--out", type=Path, default=Path(".cache/bench-results/step.json"))
@@ -202,6 +241,10 @@ def measure(args: argparse.Namespace, report: dict[str, Any]) -> None:
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["arrivals"] = arrival_figures(loaded, max(int(n) for n in args.streams.split(",")), args.tokens,
                                                  args.rounds)
+        if args.only in (None, "capacity"):
+            loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
+            report["capacity"] = capacity_figures(loaded, [int(n) for n in args.streams.split(",")],
+                                                  min(args.tokens, 128), args.rounds)
         if args.only in (None, "ubatch"):
             loaded = load_model(args.checkpoint or synthetic_checkpoint("tiny"))
             report["ubatch"] = ubatch_figures(loaded, args.prompt_tokens, args.rounds)
