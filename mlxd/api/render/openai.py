@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlxd.api.render.message import AssistantMessage, MessageDiff, finish_reason
 from mlxd.api.render.native import timings_out, token_probability
 from mlxd.engine.types import FinalEvent, Timings, TokenEvent
 from mlxd.ids import alphanumeric
+from mlxd.json_out import SLOT, template
 
 
 def random_id(prefix: str = "chatcmpl-", length: int = 32) -> str:
@@ -91,6 +92,11 @@ def text_chunk(env: Envelope, choice: dict[str, Any], timings: Timings | None = 
     return out
 
 
+def text_chunk_template(env: Envelope, index: int) -> Callable[[str], str]:
+    """The JSON of ``text_chunk`` for a plain piece of text (no logprobs, no timings), as a function of the text."""
+    return template(text_chunk(env, text_choice(SLOT, index, None, None)))
+
+
 # ---- /v1/chat/completions ----------------------------------------------------------------------------------------
 
 
@@ -157,6 +163,12 @@ def chat_chunk(env: Envelope, index: int, delta: dict[str, Any], reason: str | N
         "system_fingerprint": env.fingerprint,
         "object": "chat.completion.chunk",
     }
+
+
+def chat_delta_template(env: Envelope, index: int, field: str) -> Callable[[str], str]:
+    """The JSON of ``chat_chunk`` whose delta is one text ``field`` (``content``, ``reasoning_content``), as a
+    function of the text."""
+    return template(chat_chunk(env, index, {field: SLOT}))
 
 
 def chat_usage_chunk(env: Envelope, use: dict[str, Any]) -> dict[str, Any]:

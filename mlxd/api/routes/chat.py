@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sanic import Blueprint, Request
@@ -14,7 +14,7 @@ from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.render import openai as oai
-from mlxd.api.render.message import finish_reason
+from mlxd.api.render.message import MessageDiff, finish_reason
 from mlxd.api.render.native import native_final, progress_json
 from mlxd.api.prompts import detokenize
 from mlxd.api.routes.completion import fingerprint
@@ -77,6 +77,20 @@ async def chat_completions(request: Request):
 
     parsers = {job.index: chat.ChatParser(prompt) for job in jobs}
     stream = await gen.started(jobs)
+    # A text delta's chunk differs from the last by its text alone: its JSON is rendered once per choice and field
+    # (not where logprobs or timings are added to the chunk).
+    plain = p.n_probs == 0 and not p.opts.timings_per_token
+    templates: dict[tuple[int, str], Callable[[str], str]] = {}
+
+    def delta_frame(index: int, d: MessageDiff) -> str:
+        """One delta's frame, rendered from its field's template where the delta is text."""
+        if d.tool_index is not None:
+            return sse.data(oai.chat_chunk(env, index, oai.delta_json(d)))
+        field, text = ("reasoning_content", d.reasoning) if d.reasoning else ("content", d.content)
+        render = templates.get((index, field))
+        if render is None:
+            render = templates[index, field] = oai.chat_delta_template(env, index, field)
+        return sse.data(render(text))
 
     async def frames() -> AsyncIterator[str]:
         finished = 0
@@ -112,7 +126,13 @@ async def chat_completions(request: Request):
                 out.append(oai.chat_chunk(env, job.index, {"role": "assistant", "content": None}))
                 if echo:
                     out.append(oai.chat_chunk(env, job.index, {"content": echo}))
-            out += [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in parser.feed(ev.text)]
+            diffs = parser.feed(ev.text)
+            if plain:
+                rendered = sse.data(out) + "".join(delta_frame(job.index, d) for d in diffs)
+                if rendered:
+                    yield rendered
+                continue
+            out += [oai.chat_chunk(env, job.index, oai.delta_json(d)) for d in diffs]
             if p.n_probs > 0 and len(out) > (1 if len(job.events) == 1 else 0):
                 logprobs = oai.logprobs_content([ev], p.post_sampling)
                 if logprobs is not None:

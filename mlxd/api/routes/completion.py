@@ -127,6 +127,9 @@ async def completions_oai(request: Request):
                                                  if jobs[-1].final else None, verbose))
 
     stream = await gen.started(jobs)
+    # A plain token's chunk differs from the last by its text alone: its JSON is rendered once per choice.
+    plain = {job.index: oai.text_chunk_template(env, job.index)
+             for job in jobs} if p.n_probs == 0 and not p.opts.timings_per_token else None
 
     async def frames() -> AsyncIterator[str]:
         finished = 0
@@ -143,6 +146,8 @@ async def completions_oai(request: Request):
             elif isinstance(ev, ProgressEvent):
                 choice = oai.text_choice("", job.index, None, None)
                 yield sse.data(oai.text_chunk(env, choice, progress=progress_json(ev)))
+            elif plain is not None:
+                yield sse.data(plain[job.index](ev.text))
             else:
                 logprobs = None
                 if p.n_probs > 0:
