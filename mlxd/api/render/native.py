@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlxd.engine.types import FinalEvent, ProgressEvent, Timings, TokenEvent, TokenProb
+from mlxd.json_out import SLOT, SLOT2, SLOT3, template
 from mlxd.schemas.completion import (
     CompletionChunk,
     CompletionResult,
@@ -89,6 +90,19 @@ def native_partial(
         if item is not None:
             chunk.completion_probabilities = [item]
     return dump(chunk)
+
+
+def partial_template(*, index: int, n_prompt: int, return_tokens: bool) -> Callable[[str, int, list[int]], str]:
+    """The JSON of ``native_partial`` without timings or probabilities, as a function of the new text, the tokens
+    predicted so far and the token list (json_out.template)."""
+    chunk = dump(CompletionChunk(index=index, content=SLOT, tokens=[], stop=False, id_slot=-1, tokens_predicted=0,
+                                 tokens_evaluated=n_prompt))
+    chunk["tokens_predicted"] = SLOT2
+    if return_tokens:
+        chunk["tokens"] = SLOT3
+        return template(chunk, SLOT, SLOT2, SLOT3)
+    render = template(chunk, SLOT, SLOT2)
+    return lambda text, n_decoded, tokens: render(text, n_decoded)
 
 
 def progress_json(ev: ProgressEvent) -> dict[str, int]:

@@ -15,7 +15,7 @@ from mlxd.api.errors import json_response
 from mlxd.api.prompts import detokenize, tokenize_prompts
 from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
-from mlxd.api.render.native import native_final, native_partial, native_progress, progress_json
+from mlxd.api.render.native import native_final, native_partial, native_progress, partial_template, progress_json
 from mlxd.api.routes.props import build_name
 from mlxd.engine.types import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
@@ -71,6 +71,11 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
         return json_response(results[0] if len(results) == 1 else results)
 
     stream = await gen.started(jobs)
+    # A partial differs from the last by its text and counts alone: its JSON is rendered once per prompt (not where
+    # timings or probabilities go into it).
+    plain = {job.index: partial_template(index=job.index, n_prompt=len(job.prompt_tokens),
+                                         return_tokens=p.opts.return_tokens)
+             for job in jobs} if p.n_probs == 0 and not p.opts.timings_per_token else None
 
     async def frames() -> AsyncIterator[str]:
         async for job, ev in stream:
@@ -79,6 +84,8 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
             elif isinstance(ev, ProgressEvent):
                 yield sse.data(native_progress(ev, index=job.index, n_prompt=len(job.prompt_tokens),
                                                timings=p.opts.timings_per_token))
+            elif plain is not None:
+                yield sse.data(plain[job.index](ev.text, len(job.events), [ev.token_id]))
             else:
                 yield sse.data(native_partial(ev, index=job.index, n_decoded=len(job.events),
                                               n_prompt=len(job.prompt_tokens), opts=p.opts, n_probs=p.n_probs,
