@@ -25,9 +25,15 @@ def finite(value: Any) -> Any:
     return value
 
 
+# The compact encoder, built once: json.dumps with any argument of its own builds one per call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=COMPACT, allow_nan=False)
+
+
 def dumps(payload: Any, *, separators: tuple[str, str] | None = COMPACT, indent: int | None = None) -> str:
     """``payload`` as JSON text; the common all-finite case costs one encoding pass."""
     try:
+        if separators == COMPACT and indent is None:
+            return _COMPACT.encode(payload)
         return json.dumps(payload, ensure_ascii=False, separators=separators, indent=indent, allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere: encode again with them as null
         return json.dumps(finite(payload), ensure_ascii=False, separators=separators, indent=indent)
