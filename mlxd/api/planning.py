@@ -127,6 +127,12 @@ class Plan:
     def post_sampling(self) -> bool:
         return bool(getattr(self.sampling, "post_sampling_probs", False))
 
+    @property
+    def text_only_chunks(self) -> bool:
+        """Whether a streamed token's chunk carries its text alone (no probabilities, no timings): its JSON then
+        comes from a per-request template (json_out.template)."""
+        return self.n_probs == 0 and not self.opts.timings_per_token
+
 
 def plan(body: Mapping[str, Any], state: ServingState, model: ServedModel, prompts: list[list[int]],
          *, cache_namespace: str = "raw") -> Plan:

@@ -77,9 +77,7 @@ async def chat_completions(request: Request):
 
     parsers = {job.index: chat.ChatParser(prompt) for job in jobs}
     stream = await gen.started(jobs)
-    # A text delta's chunk differs from the last by its text alone: its JSON is rendered once per choice and field
-    # (not where logprobs or timings are added to the chunk).
-    plain = p.n_probs == 0 and not p.opts.timings_per_token
+    plain = p.text_only_chunks  # a text delta's JSON from a template per choice and field
     templates: dict[tuple[int, str], Callable[[str], str]] = {}
 
     def delta_frame(index: int, d: MessageDiff) -> str:

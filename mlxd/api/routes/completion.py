@@ -71,11 +71,9 @@ async def respond_native(request: Request, p: planning.Plan, model: Any, setting
         return json_response(results[0] if len(results) == 1 else results)
 
     stream = await gen.started(jobs)
-    # A partial differs from the last by its text and counts alone: its JSON is rendered once per prompt (not where
-    # timings or probabilities go into it).
     plain = {job.index: partial_template(index=job.index, n_prompt=len(job.prompt_tokens),
                                          return_tokens=p.opts.return_tokens)
-             for job in jobs} if p.n_probs == 0 and not p.opts.timings_per_token else None
+             for job in jobs} if p.text_only_chunks else None
 
     async def frames() -> AsyncIterator[str]:
         async for job, ev in stream:
@@ -134,9 +132,7 @@ async def completions_oai(request: Request):
                                                  if jobs[-1].final else None, verbose))
 
     stream = await gen.started(jobs)
-    # A plain token's chunk differs from the last by its text alone: its JSON is rendered once per choice.
-    plain = {job.index: oai.text_chunk_template(env, job.index)
-             for job in jobs} if p.n_probs == 0 and not p.opts.timings_per_token else None
+    plain = {job.index: oai.text_chunk_template(env, job.index) for job in jobs} if p.text_only_chunks else None
 
     async def frames() -> AsyncIterator[str]:
         finished = 0

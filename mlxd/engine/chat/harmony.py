@@ -84,7 +84,7 @@ class HarmonyStream:
         while text:
             text = self._read_body(text, out) if self._in_body else self._read_head(text)
         if self._in_body:
-            self._show(out, final=False)
+            self._show(out)
         return out.result()
 
     def finish(self) -> tuple[str, str, list[ToolCallDelta]]:
@@ -133,13 +133,14 @@ class HarmonyStream:
             self._body.append(text)
             self._body_len += len(text)
 
-    def _show(self, out: _Out, *, final: bool) -> None:
-        """Send what the open message's body adds: its text, or as a call, its arguments as far as written."""
+    def _show(self, out: _Out) -> None:
+        """Send what the open message's body adds: its text, or as a call, its arguments as far as written (a
+        closed call's are sent whole by ``_close``)."""
         if self._recipient is None:
             (out.reasoning if self._channel == "analysis" else out.content).extend(self._body)
             self._body = []  # sent: only the length is kept
             return
-        if final or not self._stream_arguments:
+        if not self._stream_arguments:
             return
         if self._call is not None and not time_to_view(self._body_len, self._viewed):
             return
@@ -161,7 +162,7 @@ class HarmonyStream:
                 return
             self._recipient = None  # not a call after all: its body is text
             self._body = [body]
-        self._show(out, final=True)
+        self._show(out)
 
     def _grow(self, arguments: str) -> list[ToolCallDelta]:
         """Announce the open message's call, or add to its arguments."""
