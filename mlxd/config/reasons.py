@@ -55,9 +55,9 @@ REASONS: dict[str, tuple[str, str]] = {
     "log-prompts-dir": ("writing prompts to files is not yet implemented by mlxd",
                         "leave it unset; POST /apply-template renders a chat prompt, and each completion's `prompt` "
                         "echoes the text it ran"),
-    "threads-batch": ("OpenBLAS keeps one thread count for the whole process (--threads); a separate count for "
+    "threads-batch": ("mlxd sets one OpenBLAS thread count for the whole process (--threads); a separate count for "
                       "prompt processing is not yet implemented by mlxd", "leave it unset; --threads sets both"),
-    "threads-draft": ("OpenBLAS keeps one thread count for the whole process (--threads), the draft model's "
+    "threads-draft": ("mlxd sets one OpenBLAS thread count for the whole process (--threads), the draft model's "
                       "products included; a separate count for the draft is not yet implemented by mlxd",
                       "leave it unset; --threads sets it for both models"),
     "swa-full": ("mlx-lm sizes a sliding-window layer's cache to its window, as b10621 does by default; a full-size "
