@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from mlxd.admin.address import AdminAddress, parse, prepare_socket_dir, socket_in_use
 from mlxd.admin.auth import read_token
 from mlxd.admin.persist import clean_orphans
 from mlxd.errors import ConfigError, ConfigProblem
+from mlxd.config import Config
 
 log = logging.getLogger("mlxd.admin")
 
@@ -37,7 +38,7 @@ class AdminEndpoint:
         return self.address.port or 0
 
 
-def admin_address(cfg: Any, env: Mapping[str, str]) -> tuple[AdminAddress, str | None] | None:
+def admin_address(cfg: Config, env: Mapping[str, str]) -> tuple[AdminAddress, str | None] | None:
     """The address and token the configuration asks for, None when turned off (``--admin-listen off``); raises
     ConfigError for an unusable setting. Reads only the token file, so ``mlxd config check`` can call it."""
     text = cfg.admin_listen
@@ -51,10 +52,10 @@ def admin_address(cfg: Any, env: Mapping[str, str]) -> tuple[AdminAddress, str |
     return address, token
 
 
-def admin_endpoint(cfg: Any, env: Mapping[str, str]) -> AdminEndpoint | None:
+def admin_endpoint(cfg: Config, env: Mapping[str, str]) -> AdminEndpoint | None:
     """The admin endpoint the configuration asks for; None when turned off (``--admin-listen off``) or when the
     default socket already belongs to another running daemon. Raises ConfigError for an unusable setting."""
-    if getattr(cfg, "config", None):
+    if cfg.config:
         # What a persist killed mid-write left next to the file: at startup no write of ours is in progress.
         clean_orphans(cfg.config, older_than=0.0)
     wanted = admin_address(cfg, env)

@@ -20,6 +20,7 @@ from mlxd.api import middleware, router_mode, routes
 from mlxd.api.errors import EnvelopeErrorHandler
 from mlxd.api.metrics import ServerMetrics
 from mlxd.api.state import ServingState
+from mlxd.config import Config
 
 log = logging.getLogger("mlxd.api")
 
@@ -29,9 +30,9 @@ DEFAULT_TIMEOUT_SECONDS = 3600
 NO_DEADLINE_SECONDS = 365 * 24 * 3600.0
 
 
-def api_prefix(config: object) -> str:
+def api_prefix(config: Config) -> str:
     """``--api-prefix`` as a path prefix: leading slash, no trailing slash, empty for none."""
-    prefix = str(getattr(config, "api_prefix", "") or "").strip().rstrip("/")
+    prefix = str(config.api_prefix or "").strip().rstrip("/")
     if prefix and not prefix.startswith("/"):
         prefix = "/" + prefix
     return prefix
@@ -61,7 +62,7 @@ def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BOD
     _quiet_sanic()
     # strict_slashes: b10621 matches paths exactly, so /health/ is an unknown route there too.
     app = Sanic(name, configure_logging=False, error_handler=EnvelopeErrorHandler(), strict_slashes=True)
-    timeout = float(getattr(state.config, "timeout", DEFAULT_TIMEOUT_SECONDS) or DEFAULT_TIMEOUT_SECONDS)
+    timeout = float(state.config.timeout or DEFAULT_TIMEOUT_SECONDS)
     app.config.update(
         {
             "MOTD": False,
@@ -73,9 +74,9 @@ def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BOD
             # sanic's own protocol (the daemon serves through mlxd.daemon.connections, which applies --timeout
             # per read and per write): the head's deadline, and no deadline on a whole response, which b10621
             # does not have either (a long non-streamed generation is not cut).
-            "REQUEST_TIMEOUT": min(timeout, float(getattr(state.config, "timeout_header", 0) or NO_DEADLINE_SECONDS)),
+            "REQUEST_TIMEOUT": min(timeout, float(state.config.timeout_header or NO_DEADLINE_SECONDS)),
             "RESPONSE_TIMEOUT": NO_DEADLINE_SECONDS,
-            "KEEP_ALIVE_TIMEOUT": float(getattr(state.config, "timeout_idle", 0) or NO_DEADLINE_SECONDS),
+            "KEEP_ALIVE_TIMEOUT": float(state.config.timeout_idle or NO_DEADLINE_SECONDS),
             "FALLBACK_ERROR_FORMAT": "json",
         }
     )

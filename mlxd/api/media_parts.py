@@ -144,4 +144,4 @@ async def resolve(tokens: list[int], model: Any, media_path: str | None) -> list
 
 async def token_count(tokens: list[int], model: Any, state: Any) -> int:
     """How many tokens a rendered prompt is once its media are expanded (the routes that count without generating)."""
-    return len(await resolve(tokens, model, getattr(state.config, "media_path", None)))
+    return len(await resolve(tokens, model, state.config.media_path))

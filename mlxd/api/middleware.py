@@ -20,15 +20,12 @@ from mlxd.api import offload
 from mlxd.api.body import decode_large_body
 from mlxd.api.errors import loading, unauthorized
 from mlxd.api.state import ServingState
+from mlxd.config import Config
 
 log = logging.getLogger("mlxd.api")
 
 # Routes b10621 leaves open when --api-key is set (besides its web UI, which mlxd does not serve).
 PUBLIC_PATHS = ("/health", "/v1/health")
-
-DEFAULT_CORS_ORIGINS = "*"
-DEFAULT_CORS_METHODS = "GET, POST, DELETE, OPTIONS"
-DEFAULT_CORS_HEADERS = "*"
 
 
 def _csv(value: Any) -> list[str]:
@@ -52,10 +49,10 @@ def read_key_file(path: str | Path) -> list[str]:
 class KeyRing:
     """The accepted API keys of one configuration (``--api-key`` items plus ``--api-key-file`` lines)."""
 
-    def __init__(self, config: Any) -> None:
-        self.keys: list[bytes] = [k.encode() for k in _csv(getattr(config, "api_key", None))]
+    def __init__(self, config: Config) -> None:
+        self.keys: list[bytes] = [k.encode() for k in _csv(config.api_key)]
         self.required = bool(self.keys)
-        key_file = getattr(config, "api_key_file", None)
+        key_file = config.api_key_file
         if key_file:
             self.required = True  # an unreadable key file locks the API rather than opening it
             try:
@@ -95,11 +92,11 @@ class Cors:
     given (``*`` without credentials, or the configured origin, which a browser then compares itself).
     """
 
-    def __init__(self, config: Any) -> None:
-        self.origins = ",".join(_csv(getattr(config, "cors_origins", DEFAULT_CORS_ORIGINS)))
-        self.methods = ", ".join(_csv(getattr(config, "cors_methods", DEFAULT_CORS_METHODS)))
-        self.headers = ", ".join(_csv(getattr(config, "cors_headers", DEFAULT_CORS_HEADERS)))
-        self.credentials = bool(getattr(config, "cors_credentials", True))
+    def __init__(self, config: Config) -> None:
+        self.origins = ",".join(_csv(config.cors_origins))
+        self.methods = ", ".join(_csv(config.cors_methods))
+        self.headers = ", ".join(_csv(config.cors_headers))
+        self.credentials = bool(config.cors_credentials)
 
     def allow_origin(self, request: Request) -> str | None:
         """The ``Access-Control-Allow-Origin`` value for ``request``, or None for no header at all."""
@@ -130,10 +127,10 @@ class _PerConfig:
     """The key ring and CORS policy of the configuration in service, rebuilt only when the daemon swaps it."""
 
     def __init__(self) -> None:
-        self._config: Any = None
+        self._config: Config | None = None
         self._derived: tuple[KeyRing, Cors] | None = None
 
-    def get(self, config: Any) -> tuple[KeyRing, Cors]:
+    def get(self, config: Config) -> tuple[KeyRing, Cors]:
         if self._derived is None or config is not self._config:
             self._derived, self._config = (KeyRing(config), Cors(config)), config
         return self._derived

@@ -47,12 +47,12 @@ def chat_spec(body: Mapping[str, Any], fields: ReasoningFields, state: ServingSt
     if budget == -1:
         budget = read_int(body, "thinking_budget_tokens", -1, hard=(-1, INT32_MAX))
     if budget == -1:
-        budget = int(getattr(state.config, "reasoning_budget", -1))
+        budget = int(state.config.reasoning_budget)
     if budget < 0 and not fields.control:
         return None
     message = fields.message
     if message is None:
-        message = getattr(state.config, "reasoning_budget_message", None) or ""
+        message = state.config.reasoning_budget_message or ""
     return ReasoningSpec(
         budget=budget,
         message=message,

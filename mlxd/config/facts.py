@@ -27,10 +27,10 @@ trailing ``?`` for "may be unset" (None). ``~`` is None, ``[]`` an empty list. A
 from __future__ import annotations
 
 B10621_ROWS = r"""
-usage                   bool   false
-version                 bool   false
-cache-list              bool   false
-completion-bash         bool   false
+usage                   bool   false       restart
+version                 bool   false       restart
+cache-list              bool   false       restart
+completion-bash         bool   false       restart
 threads                 int    -1          >=-1 restart
 threads-batch           int    -1          >=-1 inert why=threads-batch
 cpu-mask                str    ""          refuse why=affinity
@@ -43,8 +43,8 @@ cpu-range-batch         str?   ~           refuse why=affinity
 cpu-strict-batch        int    0           0..1 inert=0 why=affinity
 prio-batch              int    0           -1..3 inert=0 why=affinity
 poll-batch              int?   ~           0..100 inert
-lookup-cache-static     str?   ~
-lookup-cache-dynamic    str?   ~
+lookup-cache-static     str?   ~ effect=reload
+lookup-cache-dynamic    str?   ~ effect=reload
 ctx-size                int    0           >=0
 n-predict               int    -1          >=-2
 batch-size              int    2048        >=1
@@ -118,7 +118,7 @@ parallel                int    -1          >=-1 effect=reload
 cont-batching           bool   true effect=reload
 mmproj                  str?   ~           refuse why=multimodal
 mmproj-url              str?   ~           refuse why=multimodal
-mmproj-auto             bool   true        supported
+mmproj-auto             bool   true        supported effect=reload
 mmproj-offload          bool   true        inert
 mmproj-device           str    auto        inert=auto why=device
 image-min-tokens        int?   ~           supported
@@ -131,11 +131,11 @@ direct-io               bool?  ~           inert
 load-mode               str    auto        inert=auto
 numa                    str?   ~           {distribute,isolate,numactl} refuse
 device                  str?   ~           refuse
-list-devices            bool   false
+list-devices            bool   false       restart
 override-tensor         list   []          split refuse why=placement
 cpu-moe                 bool   false       acc refuse why=placement
 n-cpu-moe               int    0           >=0 acc refuse why=placement
-n-gpu-layers            str    auto        dom=ngl check=ngl
+n-gpu-layers            str    auto        dom=ngl check=ngl effect=live
 split-mode              str?   ~           {none,layer,row,tensor} inert
 tensor-split            str?   ~           refuse why=multi-gpu
 main-gpu                int    0           >=0 inert=0 why=multi-gpu
@@ -221,7 +221,7 @@ offline                 bool   false
 log-verbosity           int    3 effect=logging
 log-prefix              bool   false effect=logging
 log-timestamps          bool   false effect=logging
-hf-repo-draft           str?   ~
+hf-repo-draft           str?   ~ effect=reload
 threads-draft           int    -1          >=-1 inert why=threads-draft
 threads-batch-draft     int    -1          >=-1 inert why=threads-draft
 cpu-mask-draft          str    ""          refuse why=affinity
@@ -238,27 +238,27 @@ cache-type-v-draft      str    f16         dom=ggml_type check=kv-type
 override-tensor-draft   list   []          split refuse why=placement
 cpu-moe-draft           bool   false       acc refuse why=placement
 n-cpu-moe-draft         int    0           >=0 acc refuse why=placement
-spec-draft-n-max        int    3           >=0
-spec-draft-n-min        int    0           >=0
+spec-draft-n-max        int    3           >=0 effect=reload
+spec-draft-n-min        int    0           >=0 effect=reload
 draft-p-split           float  0.1
-draft-p-min             float  0.0         0..1
+draft-p-min             float  0.0         0..1 effect=reload
 spec-draft-backend-sampling bool true      inert
 device-draft            str?   ~           refuse why=device
 n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
-model-draft             str?   ~
-spec-type               list   []          split acc append check=spec-type
-spec-ngram-mod-n-min    int    48          0..1024
-spec-ngram-mod-n-max    int    64          0..1024
-spec-ngram-mod-n-match  int    24          1..1024
-spec-ngram-simple-size-n int   12          >=1
-spec-ngram-simple-size-m int   48          >=1
+model-draft             str?   ~ effect=reload
+spec-type               list   []          split acc append check=spec-type effect=reload
+spec-ngram-mod-n-min    int    48          0..1024 effect=reload
+spec-ngram-mod-n-max    int    64          0..1024 effect=reload
+spec-ngram-mod-n-match  int    24          1..1024 effect=reload
+spec-ngram-simple-size-n int   12          >=1 effect=reload
+spec-ngram-simple-size-m int   48          >=1 effect=reload
 spec-ngram-simple-min-hits int 1           >=1
-spec-ngram-map-k-size-n int    12          1..1024
-spec-ngram-map-k-size-m int    48          1..1024
-spec-ngram-map-k-min-hits int  1           >=1
-spec-ngram-map-k4v-size-n int  12          1..1024
-spec-ngram-map-k4v-size-m int  48          1..1024
-spec-ngram-map-k4v-min-hits int 1          >=1
+spec-ngram-map-k-size-n int    12          1..1024 effect=reload
+spec-ngram-map-k-size-m int    48          1..1024 effect=reload
+spec-ngram-map-k-min-hits int  1           >=1 effect=reload
+spec-ngram-map-k4v-size-n int  12          1..1024 effect=reload
+spec-ngram-map-k4v-size-m int  48          1..1024 effect=reload
+spec-ngram-map-k4v-min-hits int 1          >=1 effect=reload
 draft-max               str?   ~           removed
 draft-n-min             str?   ~           removed
 spec-ngram-size-n       str?   ~           removed
@@ -300,7 +300,7 @@ admin-token-file  value str?   ~          restart effect=restart,logging
 watch-config      pair  bool   false
 model-store-root  value str?   ~ effect=reload
 cpu-blas          value str    auto       {auto,system,bundled} restart
-worker-affinity   value str    auto       {auto,off} restart
+worker-affinity   value str    auto       {auto,off} effect=reload
 shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
 timeout-idle      value float  5.0        0..86400

@@ -47,21 +47,15 @@ def lora_overrides(cfg: "Config", scales: Mapping[int, float]) -> dict[str, Any]
 
 def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed: bool) -> "ServedModel":
     """The same worker with new sampling defaults (and template): no reload, no drain."""
-    from mlxd.engine.chat import load_chat_template
-    from mlxd.engine.sampling import defaults_from
+    from mlxd.daemon.loading import load_template
+    from mlxd.engine.sampling.defaults import sampling_defaults
+    from mlxd.engine.spec import TemplateSpec
 
     cfg = desired.config
     explicit = {name for name in desired.provenance if desired.explicit(name)}
-    values = {name: desired.value(name) for name in desired.provenance}
-    sampling = defaults_from(values, explicit)
-    template = current.chat_template
-    if template_changed:
-        tokenizer = current.loaded.tokenizer
-        template = load_chat_template(current.loaded.path, chat_template=cfg.chat_template,
-                                      chat_template_file=cfg.chat_template_file,
-                                      bos_token=getattr(tokenizer, "bos_token", None),
-                                      eos_token=getattr(tokenizer, "eos_token", None), jinja=cfg.jinja)
-    aliases = sorted(set(cfg.alias or []))  # b10621 keeps them in a std::set: the smallest names the model
+    sampling = sampling_defaults(cfg, explicit)
+    template = load_template(current.loaded, TemplateSpec.of(cfg)) if template_changed else current.chat_template
+    aliases = sorted(set(cfg.alias))  # b10621 keeps them in a std::set: the smallest names the model
     name = aliases[0] if aliases else current.name
     return dataclasses.replace(current, sampling_defaults=sampling, chat_template=template, aliases=aliases,
                                name=name)

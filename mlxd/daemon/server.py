@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mlxd.daemon.router import ModelPool
     from mlxd.daemon.sleep import Sleeper
     from mlxd.api.state import ServedModel, ServingState
-    from mlxd.config import ResolvedConfig
+    from mlxd.config import Config, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -229,17 +229,28 @@ class Daemon:
         if self.controller is not None and self.state is DaemonState.SERVING:
             asyncio.get_running_loop().create_task(self.controller.reload("sighup"))
 
+    @property
+    def running_config(self) -> "Config":
+        """The configuration in force: the controller's latest generation (the startup one before it exists)."""
+        return self.controller.resolved.config if self.controller is not None else self.resolved.config
+
     def _start_watching(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Task | None":
-        """Watch the TOML and presets files: on by default when --config is given, off with --no-watch-config."""
+        """Watch the TOML and presets files: on by default when --config is given, off with --no-watch-config.
+
+        The files are watched whenever there are any, and each edit asks the running configuration whether to
+        reload, so a change of ``watch-config`` (an admin PATCH, a reload) applies to the next edit."""
         from mlxd.daemon.watch import watch_files
 
         cfg = self.resolved.config
         paths = [p for p in (cfg.config, cfg.models_preset) if p]
-        if not cfg.watch_config or not paths or self.controller is None:
+        if not paths or self.controller is None:
             return None
         controller = self.controller
 
         async def on_change(path: str) -> None:
+            if not controller.resolved.config.watch_config:
+                log.info("%s changed; not reloading (watch-config is off)", path)
+                return
             # Shielded: stopping the watcher must not abandon a model load half way (the drain waits for it).
             await asyncio.shield(controller.reload(f"file:{path}"))
 
@@ -291,7 +302,7 @@ class Daemon:
         """SIGTERM: stop accepting, let every in-flight request (streams to their last byte) finish within
         --shutdown-timeout, end the rest with the in-band error, then free the models and exit."""
         self.state = DaemonState.DRAINING
-        timeout = float(getattr(self.resolved.config, "shutdown_timeout", 30))
+        timeout = self.running_config.shutdown_timeout  # as configured now: a change applies to the next drain
         self.notifier.stopping("draining")
         log.info("draining: %d request(s) in flight, waiting up to %.0f s", self.in_flight.count, timeout)
         if server.server:

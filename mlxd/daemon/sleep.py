@@ -48,7 +48,7 @@ class Sleeper:
 
     @property
     def idle_seconds(self) -> int:
-        return int(getattr(self.serving.config, "sleep_idle_seconds", -1))
+        return int(self.serving.config.sleep_idle_seconds)
 
     def touch(self) -> None:
         self.last_active = time.monotonic()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlxd.config import Config
 from mlxd.errors import EngineError
 
 # llama.cpp's YaRN defaults when neither the option nor the checkpoint gives one.
@@ -36,9 +37,12 @@ class RopeOptions:
     yarn_attn_factor: float = -1.0  # likewise
 
     @classmethod
-    def of(cls, cfg: Any) -> RopeOptions:
-        """The RoPE options of a Config (or anything with its attributes)."""
-        return cls(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls)})
+    def of(cls, cfg: Config) -> RopeOptions:
+        """The RoPE options of a Config."""
+        return cls(rope_scaling=cfg.rope_scaling, rope_scale=cfg.rope_scale, rope_freq_base=cfg.rope_freq_base,
+                   rope_freq_scale=cfg.rope_freq_scale, yarn_orig_ctx=cfg.yarn_orig_ctx,
+                   yarn_beta_slow=cfg.yarn_beta_slow, yarn_beta_fast=cfg.yarn_beta_fast,
+                   yarn_ext_factor=cfg.yarn_ext_factor, yarn_attn_factor=cfg.yarn_attn_factor)
 
     @property
     def factor(self) -> float | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -165,16 +164,17 @@ def test_a_draft_with_another_vocabulary_is_refused_naming_both_sizes(target: An
 
 def test_the_draft_comes_from_the_hub_cache(tmp_path: Path, tiny_checkpoint: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    from mlxd.daemon.loading import _draft_model
+    from mlxd.config import Config
+    from mlxd.engine.spec import _draft
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     snapshot = tmp_path / "models--acme--draft" / "snapshots" / ("0" * 40)
     shutil.copytree(tiny_checkpoint, snapshot)
     (tmp_path / "models--acme--draft" / "refs").mkdir()
     (tmp_path / "models--acme--draft" / "refs" / "main").write_text("0" * 40)
-    cfg = SimpleNamespace(spec_type=[], model_draft=None, hf_repo_draft="acme/draft", offline=True, hf_token=None,
-                          model_store_root=str(tmp_path))
-    assert _draft_model(cfg).path == snapshot
+    cfg = Config(hf_repo_draft="acme/draft", offline=True, model_store_root=str(tmp_path))
+    source = _draft(cfg)
+    assert source is not None and source.resolve() == snapshot
     with pytest.raises(EngineError, match="needs a draft model"):
-        _draft_model(SimpleNamespace(**{**vars(cfg), "hf_repo_draft": None, "spec_type": ["draft-simple"]}))
-    assert _draft_model(SimpleNamespace(**{**vars(cfg), "spec_type": ["none"]})) is None
+        _draft(cfg.model_copy(update={"hf_repo_draft": None, "spec_type": ["draft-simple"]}))
+    assert _draft(cfg.model_copy(update={"spec_type": ["none"]})) is None

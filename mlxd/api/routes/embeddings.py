@@ -39,12 +39,12 @@ RANK_EMBEDDINGS = ("pooling rank yields relevance scores, not embeddings (b10621
 
 def _embedding_mode(request: Request) -> bool:
     config = serving(request).config
-    return bool(getattr(config, "embeddings", False) or getattr(config, "reranking", False))
+    return bool(config.embeddings or config.reranking)
 
 
 def _pooling(request: Request) -> str:
     config = serving(request).config
-    return embed.effective_pooling(getattr(config, "pooling", None), bool(getattr(config, "reranking", False)),
+    return embed.effective_pooling(config.pooling, bool(config.reranking),
                                    served_model(request).loaded.path)
 
 
@@ -81,7 +81,7 @@ async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
                                size=len(request.body or b""))
     if any(not tokens for tokens in inputs):
         raise InvalidRequest(EMPTY_INPUT)
-    embd_normalize = _embd_normalize(body, int(getattr(serving(request).config, "embd_normalize", 2)))
+    embd_normalize = _embd_normalize(body, int(serving(request).config.embd_normalize))
     results = await _counted(request, inputs, model.worker.embeddings(inputs, pooling, embd_normalize))
     if not oai:
         return json_response([{"index": i, "embedding": r.vectors} for i, r in enumerate(results)])
@@ -152,8 +152,8 @@ def _listing(body: dict[str, Any], model_name: str, results: list[embed.Embeddin
 def _rerank_mode(request: Request) -> bool:
     """b10621's gate: the embedding mode with rank pooling set on the command line (not the model's default)."""
     config = serving(request).config
-    reranking = bool(getattr(config, "reranking", False))
-    return reranking or (bool(getattr(config, "embeddings", False)) and getattr(config, "pooling", None) == "rank")
+    reranking = bool(config.reranking)
+    return reranking or (bool(config.embeddings) and config.pooling == "rank")
 
 
 @bp.post("/rerank")

@@ -17,7 +17,7 @@ METRICS_DISABLED = "This server does not support metrics endpoint. Start it with
 @bp.get("/metrics")
 async def get_metrics(request: Request) -> HTTPResponse:
     state = serving(request)
-    if not getattr(state.config, "metrics", False):
+    if not state.config.metrics:
         raise NotSupported(METRICS_DISABLED)
     registry = state.metrics
     model = state.model

@@ -35,7 +35,7 @@ def models_body(state: ServingState, model: ServedModel) -> dict[str, Any]:
         size=loaded.size_bytes,
         ftype=kind,
     )
-    tags = sorted(set(getattr(state.config, "tags", None) or []))  # a std::set in b10621: sorted, unique
+    tags = sorted(set(state.config.tags or []))  # a std::set in b10621: sorted, unique
     body = ModelList(
         models=[OllamaModel(name=model.name, model=model.name, details=OllamaDetails(),
                             capabilities=["completion", "multimodal"] if modalities_of(model).multimodal

@@ -36,14 +36,14 @@ def default_params(state: ServingState, model: ServedModel) -> dict[str, Any]:
     """The server-wide request defaults in ``/slots`` params form (b10621's ``task_params::to_json``, short)."""
     sp = model.sampling_defaults
     cfg = state.config
-    n_predict = int(getattr(cfg, "n_predict", -1))
+    n_predict = int(cfg.n_predict)
     params: dict[str, Any] = {"seed": int(getattr(sp, "seed", -1)) & 0xFFFFFFFF}
     params.update({key: getattr(sp, key) for key in _SAMPLING_KEYS if hasattr(sp, key)})
     params.update(
         {
             "max_tokens": n_predict,
             "n_predict": n_predict,
-            "n_keep": int(getattr(cfg, "keep", 0)),
+            "n_keep": int(cfg.keep),
             "n_discard": 0,
             "ignore_eos": bool(getattr(sp, "ignore_eos", False)),
             "stream": False,
@@ -101,9 +101,9 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         model_path=str(model.loaded.path),
         media_marker=MEDIA_MARKER,
         modalities=Modalities(**{k: True for k in modalities_of(model).names()}),
-        endpoint_slots=bool(getattr(cfg, "slots", True)),
-        endpoint_props=bool(getattr(cfg, "props", False)),
-        endpoint_metrics=bool(getattr(cfg, "metrics", False)),
+        endpoint_slots=bool(cfg.slots),
+        endpoint_props=bool(cfg.props),
+        endpoint_metrics=bool(cfg.metrics),
         chat_template=source,
         # What rendering probe conversations showed when the template loaded (mlxd.engine.chat.caps).
         chat_template_caps=ChatTemplateCaps(**template.caps.to_dict()) if template is not None else ChatTemplateCaps(),
@@ -126,7 +126,7 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
 
 @bp.post("/props")
 async def post_props(request: Request) -> HTTPResponse:
-    if not getattr(serving(request).config, "props", False):
+    if not serving(request).config.props:
         raise NotSupported(PROPS_DISABLED)
     parse(PropsUpdate, json_object(request))
     return json_response(Success().model_dump())

@@ -33,7 +33,7 @@ ACTIONS_UNAVAILABLE = "This server does not support slots action: the model work
 @bp.get("/slots")
 async def get_slots(request: Request) -> HTTPResponse:
     state = serving(request)
-    if not getattr(state.config, "slots", True):
+    if not state.config.slots:
         raise NotSupported(SLOTS_DISABLED)
     entries = slot_entries(served_model(request))
     if request.args.get("fail_on_no_slot") and not any(not e.get("is_processing") for e in entries):
@@ -44,7 +44,7 @@ async def get_slots(request: Request) -> HTTPResponse:
 @bp.post("/slots/<id_slot:str>")
 async def post_slot(request: Request, id_slot: str) -> HTTPResponse:
     state = serving(request)
-    directory = getattr(state.config, "slot_save_path", None)
+    directory = state.config.slot_save_path
     if not directory:
         raise NotSupported(ACTIONS_DISABLED)
     try:

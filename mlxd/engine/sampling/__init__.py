@@ -9,7 +9,6 @@ from mlxd.engine.sampling.params import (
     InvalidRequest,
     SamplingParams,
     SamplingVocab,
-    defaults_from,
 )
 from mlxd.engine.sampling.request import apply_request, json_type_name, read_bool, read_number
 
@@ -24,7 +23,6 @@ __all__ = [
     "TokenCandidate",
     "TokenSampler",
     "apply_request",
-    "defaults_from",
     "json_type_name",
     "read_bool",
     "read_number",

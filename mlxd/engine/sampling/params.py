@@ -7,7 +7,6 @@ checkpoint's ``generation_config.json`` recommendations as a source of its own.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -131,54 +130,3 @@ def parse_logit_bias_option(entries: Iterable[str | tuple[int, float]]) -> dict[
     """``--logit-bias`` values, ``TOKEN_ID(+|-)BIAS`` such as ``15043+1`` or ``2-inf``, into {token: bias} (the
     configuration's own parser, mlxd.config.domains, which refuses a bad value before it reaches a Config)."""
     return logit_bias(entries)
-
-
-# Configuration option (llama-server's long spelling) -> SamplingParams field.
-OPTION_FIELDS: Mapping[str, str] = {
-    "temp": "temperature", "temperature": "temperature", "top-k": "top_k", "top-p": "top_p", "min-p": "min_p",
-    "top-nsigma": "top_n_sigma", "top-n-sigma": "top_n_sigma", "xtc-probability": "xtc_probability",
-    "xtc-threshold": "xtc_threshold", "typical": "typical_p", "typical-p": "typical_p",
-    "repeat-last-n": "repeat_last_n", "repeat-penalty": "repeat_penalty", "presence-penalty": "presence_penalty",
-    "frequency-penalty": "frequency_penalty", "dry-multiplier": "dry_multiplier", "dry-base": "dry_base",
-    "dry-allowed-length": "dry_allowed_length", "dry-penalty-last-n": "dry_penalty_last_n",
-    "dry-sequence-breaker": "dry_sequence_breakers", "adaptive-target": "adaptive_target",
-    "adaptive-decay": "adaptive_decay", "dynatemp-range": "dynatemp_range", "dynatemp-exp": "dynatemp_exponent",
-    "mirostat": "mirostat", "mirostat-lr": "mirostat_eta", "mirostat-ent": "mirostat_tau", "seed": "seed",
-    "ignore-eos": "ignore_eos", "backend-sampling": "backend_sampling", "samplers": "samplers",
-    "sampler-seq": "samplers", "sampling-seq": "samplers", "logit-bias": "logit_bias",
-}
-def defaults_from(config_values: Mapping[str, Any], explicitly_set: set[str]) -> SamplingParams:
-    """Server-wide sampling defaults from resolved option values.
-
-    ``config_values`` maps option names to resolved values (unknown options are ignored, so a whole Config dump
-    may be passed); ``explicitly_set`` names the options some source set. The checkpoint's own recommendations
-    (``generation_config.json``) are already among the values: the configuration reads them as a source
-    (mlxd.config.sources.checkpoint), so nothing is merged here.
-    """
-    values: dict[str, Any] = {}
-    # Options that share a field (``samplers``/``sampling-seq``, ``temp``/``temperature``): one a source set beats
-    # another's default, so the explicitly set ones are applied last.
-    for option, value in sorted(config_values.items(), key=lambda item: item[0] in explicitly_set):
-        field = OPTION_FIELDS.get(option)
-        if field is None or value is None:
-            continue
-        values[field] = _option_value(option, value)
-    return SamplingParams(**values)
-
-
-def _option_value(option: str, value: Any) -> Any:
-    if option == "samplers":
-        names = value.split(";") if isinstance(value, str) else list(value)
-        return sampler_names_from_list(names)
-    if option in ("sampler-seq", "sampling-seq"):
-        return sampler_names_from_chars(str(value))
-    if option == "dry-sequence-breaker":
-        breakers = [value] if isinstance(value, str) else list(value)
-        return () if breakers == ["none"] else tuple(breakers)
-    if option == "logit-bias":
-        return parse_logit_bias_option([value] if isinstance(value, str) else value)
-    if option == "seed":
-        return int(value) & 0xFFFFFFFF
-    if option == "top-k" and isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    return value

@@ -8,7 +8,9 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from mlxd.engine.sampling import DEFAULT_SAMPLERS, SamplingParams, defaults_from
+from mlxd.config import Config
+from mlxd.engine.sampling import DEFAULT_SAMPLERS, SamplingParams
+from mlxd.engine.sampling.defaults import sampling_defaults
 
 
 def test_builtin_defaults_match_b10621():
@@ -27,28 +29,28 @@ def test_params_are_frozen_and_closed():
         SamplingParams().temperature = 1.0  # type: ignore[misc]
 
 
+def test_the_config_defaults_are_the_request_defaults():
+    """The option table's defaults and SamplingParams' (b10621's request defaults) are the same values."""
+    assert sampling_defaults(Config()) == SamplingParams()
+
+
 def test_the_explicit_spelling_beats_another_ones_default():
-    got = defaults_from({"sampler-seq": "kt", "samplers": "top_k;temp;min-p"}, explicitly_set={"sampler-seq"})
-    assert got.samplers == ("top_k", "temperature")
+    cfg = Config(sampling_seq="kt", samplers="top_k;temp;min-p")
+    assert sampling_defaults(cfg, {"sampling-seq"}).samplers == ("top_k", "temperature")
+    assert sampling_defaults(cfg, {"samplers"}).samplers == ("top_k", "temperature", "min_p")
+    assert sampling_defaults(cfg, {"samplers", "sampling-seq"}).samplers == ("top_k", "temperature")
 
 
-def test_option_spellings_and_formats():
-    got = defaults_from({
-        "samplers": "top_k;temp;min-p",
-        "dry-sequence-breaker": ["none"],
-        "logit-bias": ["15+1.5", "2-inf"],
-        "seed": -1,
-        "mirostat-lr": 0.2,
-        "mirostat-ent": 3.0,
-        "ctx-size": 4096,  # not a sampling option: ignored
-    }, explicitly_set=set())
+def test_option_formats():
+    got = sampling_defaults(Config(samplers="top_k;temp;min-p", dry_sequence_breaker=["none"],
+                                   logit_bias=["15+1.5", "2-inf"], seed=-1, mirostat_lr=0.2, mirostat_ent=3.0),
+                            {"samplers"})
     assert got.samplers == ("top_k", "temperature", "min_p")
     assert got.dry_sequence_breakers == ()
     assert got.logit_bias == {15: 1.5, 2: -math.inf}
     assert (got.seed, got.mirostat_eta, got.mirostat_tau) == (4294967295, 0.2, 3.0)
-    assert defaults_from({"sampler-seq": "kt"}, set()).samplers == ("top_k", "temperature")
 
 
 def test_bad_logit_bias_option():
     with pytest.raises(ValueError, match="TOKEN_ID"):
-        defaults_from({"logit-bias": ["15*2"]}, set())
+        sampling_defaults(Config(logit_bias=["15*2"]))
