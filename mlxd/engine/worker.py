@@ -147,6 +147,9 @@ class ModelWorker(SlotActions):
         if ngram is not None and ngram.mod is not None:
             mod = ngram.mod.cfg
             info.update(ngram_mod_n_match=mod.n_match, ngram_mod_n_min=mod.n_min, ngram_mod_n_max=mod.n_max)
+        if ngram is not None and ngram.cache is not None:  # the lookup-cache files it was loaded from
+            info.update(lookup_cache_static=self.settings.lookup_cache_static,
+                        lookup_cache_dynamic=self.settings.lookup_cache_dynamic)
         return info
 
     def kv_cache_info(self) -> dict[str, Any]:
