@@ -42,15 +42,6 @@ class ConfigError(MlxdError):
         return "\n".join(p.render() for p in self.problems)
 
 
-class ReconcileError(MlxdError):
-    """A change that failed while being applied; the running state was kept."""
-
-    def __init__(self, stage: str, message: str) -> None:
-        super().__init__(f"{stage}: {message}")
-        self.stage = stage
-        self.message = message
-
-
 class EngineError(MlxdError):
     """Inference failed: a model that cannot load, a request the engine cannot run."""
 

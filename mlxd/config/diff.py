@@ -7,7 +7,7 @@ path executes them and keeps no list of its own.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mlxd.config.model import Config
@@ -33,7 +33,6 @@ class ChangePlan:
     models_added: tuple[str, ...] = ()
     models_removed: tuple[str, ...] = ()
     models_changed: tuple[str, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:

@@ -278,9 +278,8 @@ class Controller(ModelLifecycle):
     async def _patch(self, values: Mapping[str, Any], *, trigger: str, dry_run: bool) -> ChangeResult:
         try:
             desired = apply_overrides(self.resolved, values)
-            # UNSET and null drop an override, so neither is kept in the admin layer.
-            overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items()
-                         if v is not UNSET and v is not None}
+            # UNSET drops an override, so it is not kept in the admin layer.
+            overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items() if v is not UNSET}
         except ConfigError as exc:
             return self._refuse(trigger, str(exc), dry_run)
         return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides)

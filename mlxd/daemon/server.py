@@ -35,7 +35,6 @@ FLUSH_SECONDS = 1.0
 class DaemonState(enum.Enum):
     STARTING = "starting"
     SERVING = "serving"
-    RELOADING = "reloading"
     DRAINING = "draining"
     STOPPED = "stopped"
 

@@ -204,3 +204,17 @@ def test_persist_needs_a_config_file(daemon: tuple[RunningServer, Path]) -> None
     with admin(sock) as client:
         answer = client.post("/v1/persist")
         assert answer.status_code == 409 and answer.json()["error"]["code"] == "no_config_file"
+
+
+def test_null_removes_an_override(daemon: tuple[RunningServer, Path]) -> None:
+    """``null`` in a PATCH (``mlxd admin config KEY=null``) drops the override: the files' value is back."""
+    _, sock = daemon
+    with admin(sock) as client:
+        assert client.patch("/v1/config", json={"min-p": 0.2}).json()["applied"]
+        assert client.get("/v1/config").json()["options"]["min-p"] == {"value": 0.2, "source": "admin"}
+        done = mlxd_admin(sock, "config", "min-p=null")
+        assert done.returncode == 0, done.stderr
+        config = client.get("/v1/config").json()
+        assert config["options"]["min-p"] == {"value": 0.05, "source": "default"}
+        assert "min-p" not in config["overrides"]
+        assert client.patch("/v1/config", json={"min-p": None}).json()["applied"] is False  # nothing to remove

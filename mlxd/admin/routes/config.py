@@ -11,7 +11,7 @@ from mlxd.admin.app import json_response
 from mlxd.admin.host import AdminController
 from mlxd.admin.body import change_response, document, if_match, json_object
 from mlxd.admin.persist import persist_overrides
-from mlxd.config import table
+from mlxd.config import UNSET, table
 from mlxd.config.render import explain_data, shown
 from mlxd.errors import AdminError
 from mlxd.schemas.admin import ConfigResponse
@@ -31,6 +31,12 @@ def redacted_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
     specs = table().by_key
     return {key: shown(specs[key], value) if key in specs and value is not None else value
             for key, value in overrides.items()}
+
+
+def patch_values(body: dict[str, Any]) -> dict[str, Any]:
+    """A PATCH body as overrides: ``null`` removes the option's override, so it falls back to the files (setting an
+    option to nothing is what the files, or a PUT of the whole layer, say)."""
+    return {key: UNSET if value is None else value for key, value in body.items()}
 
 
 @bp.get("/v1/config", ctx_kind="read")
@@ -57,7 +63,7 @@ async def put_config(request: Request) -> HTTPResponse:
 async def patch_config(request: Request) -> HTTPResponse:
     """Lay ``{option: value}`` over the running configuration."""
     controller = _controller(request)
-    result = await controller.patch(json_object(request), if_match=if_match(request))
+    result = await controller.patch(patch_values(json_object(request)), if_match=if_match(request))
     return change_response(result, controller)
 
 
@@ -69,7 +75,7 @@ async def validate_config(request: Request) -> HTTPResponse:
     if request.args.get("mode", "patch") == "replace":
         result = await controller.replace_overrides(values, dry_run=True)
     else:
-        result = await controller.patch(values, dry_run=True)
+        result = await controller.patch(patch_values(values), dry_run=True)
     return change_response(result, controller)
 
 

@@ -32,7 +32,7 @@ class AdminSource:
             if spec is None:
                 layer.problems.append(unknown_key(self.table, key, self.source))
                 continue
-            if raw is UNSET or raw is None:  # null removes the override: the option falls back to the files
+            if raw is UNSET:
                 layer.settings.pop(spec.name, None)
                 continue
             try:

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from mlxd.admin.routes.config import patch_values
 from mlxd.api.state import ServedModel, ServingState
 from mlxd.config import ResolvedConfig
 from mlxd.daemon.controller import Controller
@@ -126,13 +127,14 @@ def test_a_restart_option_is_pending_and_the_rest_applies(tmp_path: Path) -> Non
     asyncio.run(run())
 
 
-def test_null_removes_an_override(tmp_path: Path) -> None:
+def test_unset_removes_an_override(tmp_path: Path) -> None:
+    """UNSET is what an admin PATCH's null becomes (mlxd.admin.routes.config.patch_values)."""
     async def run() -> None:
         controller, _ = make(tmp_path, "--temp", "0.5")
         await controller.start()
         await controller.patch({"temperature": 0.1})
         assert controller.overrides == {"temperature": 0.1}
-        result = await controller.patch({"temperature": None})
+        result = await controller.patch(patch_values({"temperature": None}))
         assert result.applied and controller.overrides == {}
         assert controller.resolved.config.temperature == 0.5
         assert controller.resolved.provenance["temperature"] == "cli:--temp"
