@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from sanic import HTTPResponse, Request, Sanic
+from sanic import DefaultSanic, HTTPResponse, Request, Sanic
 from sanic import exceptions as sanic_exc
 from sanic.handlers import ErrorHandler
 
@@ -68,7 +68,7 @@ def _gate(host: AdminHost, request: Request) -> None:
         raise AdminError("unavailable", "the daemon is starting; retry when it is serving", 503)
 
 
-def create_admin_app(host: AdminHost, *, token: str | None, name: str) -> Sanic:
+def create_admin_app(host: AdminHost, *, token: str | None, name: str) -> DefaultSanic:
     """The admin app for ``host`` (the daemon); ``token`` is required from clients when given."""
     from mlxd.admin.routes import blueprints
 

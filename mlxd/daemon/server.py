@@ -20,6 +20,13 @@ from mlxd.daemon.notify import Notifier
 from mlxd.errors import MlxdError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from sanic import DefaultSanic, HTTPResponse, Request
+    from sanic.server.async_server import AsyncioServer
+
+    Handler = Callable[[Request], Awaitable[None]]
+
     from mlxd.daemon.controller import Controller
     from mlxd.daemon.router import ModelPool
     from mlxd.daemon.sleep import Sleeper
@@ -70,7 +77,7 @@ class Daemon:
     def __init__(self, resolved: "ResolvedConfig", *, load_model: Callable[["ResolvedConfig"], "ServedModel | None"],
                  log_settings: Callable[[Any], Any], argv: list[str] | None = None,
                  env: dict[str, str] | None = None, notifier: Notifier | None = None,
-                 build_info: dict | None = None) -> None:
+                 build_info: dict[str, Any] | None = None) -> None:
         self.resolved = resolved
         self.load_model = load_model
         self.log_settings = log_settings
@@ -233,7 +240,7 @@ class Daemon:
         """The configuration in force: the controller's latest generation (the startup one before it exists)."""
         return self.controller.resolved.config if self.controller is not None else self.resolved.config
 
-    def _start_watching(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Task | None":
+    def _start_watching(self, loop: asyncio.AbstractEventLoop) -> "asyncio.Task[None] | None":
         """Watch the TOML and presets files: on by default when --config is given, off with --no-watch-config.
 
         The files are watched whenever there are any, and each edit asks the running configuration whether to
@@ -265,7 +272,7 @@ class Daemon:
             self.notifier.watchdog()
             await asyncio.sleep(interval)
 
-    def _count_requests(self, app) -> None:
+    def _count_requests(self, app: "DefaultSanic") -> None:
         """Count every request from its head to its last byte (a stream's included), and refuse new ones while
         draining.
 
@@ -275,8 +282,8 @@ class Daemon:
         """
         in_flight = self.in_flight
 
-        def wrap(handle):
-            async def counted(request) -> None:
+        def wrap(handle: Handler) -> Handler:
+            async def counted(request: Request) -> None:
                 in_flight.enter()
                 try:
                     await handle(request)
@@ -287,8 +294,7 @@ class Daemon:
 
         app.ctx.request_wrapper = wrap  # read by each connection of ServingProtocol as it opens
 
-        @app.on_request(priority=1000)
-        async def _refuse_while_draining(request):
+        async def _refuse_while_draining(request: Request) -> HTTPResponse | None:
             if self.state is DaemonState.DRAINING:
                 from mlxd.api.errors import json_error
 
@@ -297,7 +303,9 @@ class Daemon:
                 return response
             return None
 
-    async def _drain(self, server) -> None:
+        app.on_request(_refuse_while_draining, priority=1000)
+
+    async def _drain(self, server: AsyncioServer) -> None:
         """SIGTERM: stop accepting, let every in-flight request (streams to their last byte) finish within
         --shutdown-timeout, end the rest with the in-band error, then free the models and exit."""
         self.state = DaemonState.DRAINING
@@ -328,7 +336,7 @@ class Daemon:
         self.state = DaemonState.STOPPED
         log.info("stopped")
 
-    async def _stop_server(self, server) -> None:
+    async def _stop_server(self, server: AsyncioServer) -> None:
         await _close(server)
         if self._listener:
             self._listener.close()
@@ -339,7 +347,7 @@ class Daemon:
                 self._admin_listener.close()
 
 
-async def _close(server) -> None:
+async def _close(server: AsyncioServer) -> None:
     """Stop a sanic server: no new connections, open ones closed, its stop hooks run."""
     await server.before_stop()
     task = server.close()

@@ -15,7 +15,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from sanic import HTTPResponse, Request, Sanic
+from sanic import DefaultSanic, HTTPResponse, Request, Sanic
 
 from mlxd.api.app import api_prefix
 from mlxd.api.errors import json_response
@@ -111,7 +111,7 @@ class Sleeper:
         return None
 
 
-def install(app: Sanic, serving: "ServingState") -> None:
+def install(app: DefaultSanic, serving: "ServingState") -> None:
     """Route every request through the serving state's sleeper, when it has one (after the API key check)."""
 
     async def sleep_gate(request: Request) -> HTTPResponse | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import chat, controls, media_parts, sse, stream_sessions
 from mlxd.api import generation as gen
@@ -20,7 +20,7 @@ bp = Blueprint("anthropic")
 
 
 @bp.post("/v1/messages")
-async def messages(request: Request):
+async def messages(request: Request) -> HTTPResponse | None:
     """An Anthropic message; streamed as message_start, content blocks (with a ping), message_delta, message_stop."""
     state = serving(request)
     body = to_chat(parse(MessagesRequest, json_object(request)))
@@ -57,10 +57,11 @@ async def messages(request: Request):
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs),
                                   on_error=sse.anthropic_error_frame, ping=sse.ping_interval(p.opts))
+    return None  # streamed: the response went out through request.respond
 
 
 @bp.post("/v1/messages/count_tokens")
-async def count_tokens(request: Request):
+async def count_tokens(request: Request) -> HTTPResponse | None:
     """``{"input_tokens": N}``: the prompt the request renders to, counted without generating."""
     state = serving(request)
     body = to_chat(parse(MessagesRequest, json_object(request)))

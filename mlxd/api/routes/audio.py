@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import chat, media_parts, sse, stream_sessions
 from mlxd.api import generation as gen
@@ -83,7 +83,7 @@ def usage(final: FinalEvent) -> dict[str, Any]:
 
 @bp.post("/v1/audio/transcriptions")
 @bp.post("/audio/transcriptions", name="transcriptions_alias")
-async def transcriptions(request: Request):
+async def transcriptions(request: Request) -> HTTPResponse | None:
     model = served_model(request)
     if not media_parts.modalities_of(model).audio:  # before any field check, as b10621
         raise NotSupported(NO_AUDIO)
@@ -118,3 +118,4 @@ async def transcriptions(request: Request):
         yield sse.DONE
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
+    return None  # streamed: the response went out through request.respond

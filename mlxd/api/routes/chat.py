@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import chat, controls, media_parts, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
@@ -40,7 +40,7 @@ def _usage(jobs: list[gen.Job]) -> dict[str, Any]:
 
 @bp.post("/chat/completions")
 @bp.post("/v1/chat/completions", name="v1_chat_completions")
-async def chat_completions(request: Request):
+async def chat_completions(request: Request) -> HTTPResponse | None:
     """OpenAI chat completion: the template renders the messages, the answer is split into content, reasoning_content
     and tool_calls; streamed as chunks ending with ``[DONE]`` (a usage chunk first when asked)."""
     state = serving(request)
@@ -142,11 +142,12 @@ async def chat_completions(request: Request):
         yield sse.DONE
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
+    return None  # streamed: the response went out through request.respond
 
 
 @bp.post("/chat/completions/input_tokens")
 @bp.post("/v1/chat/completions/input_tokens", name="v1_chat_input_tokens")
-async def chat_input_tokens(request: Request):
+async def chat_input_tokens(request: Request) -> HTTPResponse | None:
     """How many prompt tokens a chat request renders to, without generating."""
     state = serving(request)
     body = json_object(request)

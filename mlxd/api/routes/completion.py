@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import constraints, media_parts, offload, planning, sse, stream_sessions
 from mlxd.api import generation as gen
@@ -51,7 +51,7 @@ async def _prepare(request: Request, *, openai: bool) -> tuple[dict[str, Any], A
 
 @bp.post("/completion")
 @bp.post("/completions", name="completions_alias")
-async def completion(request: Request):
+async def completion(request: Request) -> HTTPResponse | None:
     """Native completion: one object (or an array for several prompts); a stream ends with the final object."""
     body, model, p = await _prepare(request, openai=False)
     state = serving(request)
@@ -109,7 +109,7 @@ def refuse_oai_completion_params(body: dict[str, Any]) -> None:
 
 
 @bp.post("/v1/completions")
-async def completions_oai(request: Request):
+async def completions_oai(request: Request) -> HTTPResponse | None:
     """OpenAI text completion, streamed (ending with ``[DONE]``) or whole."""
     refuse_oai_completion_params(json_object(request))
     body, model, p = await _prepare(request, openai=True)
@@ -161,3 +161,4 @@ async def completions_oai(request: Request):
         yield sse.DONE
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
+    return None  # streamed: the response went out through request.respond

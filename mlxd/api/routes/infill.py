@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import constraints, offload, planning
 from mlxd.api import generation as gen
@@ -97,7 +97,7 @@ def infill_prompt(tokenizer: Any, fim: dict[str, int], body: Mapping[str, Any], 
 
 
 @bp.post("/infill")
-async def infill(request: Request):
+async def infill(request: Request) -> HTTPResponse | None:
     state = serving(request)
     model = served_model(request)
     tokenizer = model.loaded.tokenizer

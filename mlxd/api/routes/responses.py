@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from sanic import Blueprint, Request
+from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.api import chat, media_parts, sse, stream_sessions
 from mlxd.api import generation as gen
@@ -23,7 +23,7 @@ bp = Blueprint("responses")
 
 @bp.post("/v1/responses")
 @bp.post("/responses", name="responses_alias")
-async def responses(request: Request):
+async def responses(request: Request) -> HTTPResponse | None:
     """A ``response`` object, or its event stream (response.created ... response.completed)."""
     state = serving(request)
     body = to_chat(parse(ResponsesRequest, json_object(request)))
@@ -62,11 +62,12 @@ async def responses(request: Request):
                 yield "".join(sse.event(name, data) for name, data in out)
 
     await stream_sessions.respond(request, frames(), cancel=lambda: gen.cancel(jobs), ping=sse.ping_interval(p.opts))
+    return None  # streamed: the response went out through request.respond
 
 
 @bp.post("/v1/responses/input_tokens")
 @bp.post("/responses/input_tokens", name="responses_input_tokens_alias")
-async def responses_input_tokens(request: Request):
+async def responses_input_tokens(request: Request) -> HTTPResponse | None:
     """``{"object": "response.input_tokens", "input_tokens": N}`` without generating."""
     state = serving(request)
     body = to_chat(parse(ResponsesRequest, json_object(request)))

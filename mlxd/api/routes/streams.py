@@ -26,7 +26,7 @@ def _conversation_id(request: Request) -> str:
 
 
 @bp.get("/v1/stream")
-async def stream_get(request: Request):
+async def stream_get(request: Request) -> HTTPResponse | None:
     """Re-attach to a stream: its bytes from ``from`` (default 0), then the live tail until it ends."""
     session = sessions(request).get(_conversation_id(request))
     raw = request.args.get("from", "0")
@@ -37,10 +37,11 @@ async def stream_get(request: Request):
     if offset < session.dropped or offset > session.total_bytes:
         raise InvalidRequest(f"'from' must be between {session.dropped} and {session.total_bytes}, got {offset}")
     await sse.stream(request, session.tail(offset), ping=sse.ping_interval(serving(request).config))
+    return None  # streamed: the response went out through request.respond
 
 
 @bp.post("/v1/streams/lookup")
-async def streams_lookup(request: Request):
+async def streams_lookup(request: Request) -> HTTPResponse | None:
     """The known sessions among ``conversation_ids`` (an empty list when none)."""
     ids = json_object(request).get("conversation_ids")
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
@@ -49,14 +50,14 @@ async def streams_lookup(request: Request):
 
 
 @bp.delete("/v1/stream")
-async def stream_delete(request: Request):
+async def stream_delete(request: Request) -> HTTPResponse | None:
     """Stop a session's generation and forget the session."""
     sessions(request).delete(_conversation_id(request))
     return HTTPResponse(status=204)
 
 
 @bp.post("/v1/chat/completions/control")
-async def control(request: Request):
+async def control(request: Request) -> HTTPResponse | None:
     """Act on a running completion: ``reasoning_end`` (the only action b10621 knows)."""
     body = json_object(request)
     # b10621 reads both with json_value: a value of another type counts as absent.

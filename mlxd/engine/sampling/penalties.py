@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ _MAX_TAIL_TOKENS = 20
 _FLOAT_MAX_LOG = 88.7228391
 
 
-def process_breakers(pieces: Sequence[str], encode, breakers: Iterable[str]) -> dict[int, list[tuple[int, ...]]]:
+def process_breakers(pieces: Sequence[str], encode: Callable[[str], list[int]], breakers: Iterable[str]) -> dict[int, list[tuple[int, ...]]]:
     """Map each token that can start a breaker to the token tails that complete it.
 
     ``pieces[i]`` is the text of token i. A token containing a breaker is a breaker by itself (empty tail); a token
