@@ -68,8 +68,9 @@ def scheduler_one_stream(loaded: Any, prompt: list[int], n: int) -> float:
     n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)
     vocab = TokenizerVocab(loaded.tokenizer, loaded.vocab_size, loaded.eos_token_ids)
     with mx.stream(generation_stream):
-        scheduler = Scheduler(loaded.model, fast_decoder(loaded.tokenizer), set(loaded.eos_token_ids),
-                              loaded.vocab_size, settings, n_ctx, ChainSampling(vocab, n_ctx))
+        scheduler = Scheduler(loaded.model, decode=fast_decoder(loaded.tokenizer), eos_ids=set(loaded.eos_token_ids),
+                              vocab_size=loaded.vocab_size, settings=settings, n_ctx_slot=n_ctx,
+                              sampling=ChainSampling(vocab, n_ctx))
         request = GenerationRequest(prompt_tokens=prompt, sampling=GREEDY, n_predict=n, cache_prompt=False)
         scheduler.add(RequestHandle(request, 1, lambda handle: None))
         while not len(scheduler.batch):  # the prompt, up to the first token

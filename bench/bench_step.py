@@ -61,8 +61,9 @@ def scheduler(loaded: Any, streams: int, n_ctx_slot: int, draft: Any = None, com
     settings = WorkerSettings(ctx_size=streams * n_ctx_slot, parallel=streams, **extra)
     n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)
     vocab = TokenizerVocab(loaded.tokenizer, loaded.vocab_size, loaded.eos_token_ids)
-    s = Scheduler(loaded.model, fast_decoder(loaded.tokenizer), set(loaded.eos_token_ids), loaded.vocab_size,
-                  settings, n_ctx, ChainSampling(vocab, n_ctx), draft=draft.model if draft is not None else None)
+    s = Scheduler(loaded.model, decode=fast_decoder(loaded.tokenizer), eos_ids=set(loaded.eos_token_ids),
+                  vocab_size=loaded.vocab_size, settings=settings, n_ctx_slot=n_ctx,
+                  sampling=ChainSampling(vocab, n_ctx), draft=draft.model if draft is not None else None)
     if not compiled:
         s.compiled = None
     return s

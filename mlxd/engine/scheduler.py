@@ -26,6 +26,7 @@ import mlx.nn as nn
 
 from mlxd.engine.batch import DecodeBatch
 from mlxd.engine.compiled import CompiledStep
+from mlxd.engine.constraints import Constraints
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.decode import Decoding
 from mlxd.engine import idle_slots, kv_types
@@ -68,6 +69,7 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
     def __init__(
         self,
         model: nn.Module,
+        *,
         decode: Callable[[list[int]], str],
         eos_ids: set[int],
         vocab_size: int,
@@ -75,13 +77,13 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
         n_ctx_slot: int,
         sampling: SamplerBackend,
         bos_id: int | None = None,
-        constraints: Any = None,
+        constraints: Constraints | None = None,
         encode: Callable[[str], list[int]] | None = None,
         draft: nn.Module | None = None,
     ) -> None:
         self.model = model
         self.encode = encode  # text to token ids, for what a reasoning budget forces
-        self.constraints = constraints  # makes a request's constraint into a Matcher (see worker.Constraints)
+        self.constraints = constraints  # makes a request's constraint into a Matcher (engine.constraints)
         self.bos_id = bos_id
         self.decode = decode
         self.eos_ids = eos_ids

@@ -7,7 +7,10 @@ and prompt cache stay behind them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from mlxd.engine.constrain import CompiledConstraint, ConstraintSpec
 
 StopType = Literal["none", "eos", "limit", "word"]
 
@@ -140,10 +143,10 @@ class GenerationRequest:
     # Adapter scales snapshotted at admission ({adapter_id: scale}); None means the server-wide scales.
     lora: dict[int, float] | None = None
     # Free-form, shown on /slots (e.g. the request's sampling params as llama-server renders them).
-    display_params: dict = field(default_factory=dict)
+    display_params: dict[str, object] = field(default_factory=dict)
     # Constrained decoding: an ``engine.constrain.ConstraintSpec``, or one already compiled with the worker's
     # ``constraint_compiler`` (a ``CompiledConstraint``); None for free generation.
-    constraint: object | None = None
+    constraint: ConstraintSpec | CompiledConstraint | None = None
     # Reasoning budget and on-demand end of reasoning; None when neither applies.
     reasoning: ReasoningSpec | None = None
     # Send a ProgressEvent after each prompt chunk.

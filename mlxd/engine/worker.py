@@ -19,9 +19,11 @@ import mlx.core as mx
 
 from mlxd.engine import context_shift, embed, kv_types
 from mlxd.engine.affinity import keep_on_one_cpu
+from mlxd.engine.constraints import Constraints
 from mlxd.engine.counters import DecodeCounter
 from mlxd.engine.detokenize import fast_decoder
 from mlxd.engine.handle import RequestHandle
+from mlxd.engine.loader import LoadedModel
 from mlxd.engine.lora import LoraSet
 from mlxd.engine.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.scheduler import SamplerBackend, Scheduler
@@ -41,8 +43,8 @@ class ModelWorker(SlotActions):
 
     scheduler_class = Scheduler  # engine.vlm's worker puts its multimodal scheduler here
 
-    def __init__(self, loaded: Any, settings: WorkerSettings, sampling: SamplerBackend | None = None,
-                 lora: LoraSet | None = None, draft: Any = None) -> None:
+    def __init__(self, loaded: LoadedModel, settings: WorkerSettings, *, sampling: SamplerBackend | None = None,
+                 lora: LoraSet | None = None, draft: LoadedModel | None = None) -> None:
         if settings.context_shift:
             reason = context_shift.unsupported_reason(loaded.model)
             if reason is not None:
@@ -64,14 +66,14 @@ class ModelWorker(SlotActions):
             sampling = ChainSampling(TokenizerVocab(loaded.tokenizer, vocab_size, sorted(eos)), self.n_ctx_slot)
         self.scheduler = self.scheduler_class(
             loaded.model,
-            fast_decoder(loaded.tokenizer, special=settings.special),
-            eos,
-            vocab_size,
-            settings,
-            self.n_ctx_slot,
-            sampling,
-            getattr(loaded.tokenizer, "bos_token_id", None),
-            self.constraints,
+            decode=fast_decoder(loaded.tokenizer, special=settings.special),
+            eos_ids=eos,
+            vocab_size=vocab_size,
+            settings=settings,
+            n_ctx_slot=self.n_ctx_slot,
+            sampling=sampling,
+            bos_id=getattr(loaded.tokenizer, "bos_token_id", None),
+            constraints=self.constraints,
             encode=lambda text: list(loaded.tokenizer.encode(text, add_special_tokens=False)),
             draft=draft.model if draft is not None else None,
         )
@@ -346,35 +348,6 @@ class ModelWorker(SlotActions):
                 self.scheduler.cancel_all("internal error in the model worker")
             if self.scheduler.idle:
                 mx.clear_cache()  # give MLX's buffer cache back between bursts, as mlx_lm does
-
-
-class Constraints:
-    """Constrained decoding for one model: llguidance's tokenizer and compiler, built on first use."""
-
-    def __init__(self, tokenizer: Any, n_vocab: int, eos_ids: list[int]) -> None:
-        self._source, self._n_vocab, self._eos = tokenizer, n_vocab, eos_ids
-        self._lock = threading.Lock()
-        self._tokenizer: Any = None
-        self._compiler: Any = None
-
-    @property
-    def compiler(self) -> Any:
-        """The model's ``ConstraintCompiler`` (the api may compile ahead of ``submit`` with it)."""
-        from mlxd.engine.constrain import ConstraintCompiler, build_tokenizer
-
-        with self._lock:
-            if self._compiler is None:
-                self._tokenizer = build_tokenizer(self._source, n_vocab=self._n_vocab, eos_token_ids=self._eos)
-                self._compiler = ConstraintCompiler(self._tokenizer)
-            return self._compiler
-
-    def matcher(self, constraint: Any) -> Any:
-        """A fresh Matcher for a ConstraintSpec or CompiledConstraint (ConstraintError when it cannot compile)."""
-        from mlxd.engine.constrain import CompiledConstraint, Matcher
-
-        compiler = self.compiler
-        compiled = constraint if isinstance(constraint, CompiledConstraint) else compiler.compile(constraint)
-        return Matcher(compiled, compiler.tokenizer)
 
 
 class _TrackedHandle(RequestHandle):

@@ -27,8 +27,9 @@ def make_scheduler(tiny_model: Any):
         cfg = WorkerSettings(ctx_size=2048, **settings)
         n_ctx = cfg.n_ctx_slot(tiny_model.n_ctx_train)
         vocab = TokenizerVocab(tiny_model.tokenizer, tiny_model.vocab_size, tiny_model.eos_token_ids)
-        return Scheduler(tiny_model.model, fast_decoder(tiny_model.tokenizer), set(tiny_model.eos_token_ids),
-                         tiny_model.vocab_size, cfg, n_ctx, ChainSampling(vocab, n_ctx))
+        return Scheduler(tiny_model.model, decode=fast_decoder(tiny_model.tokenizer),
+                         eos_ids=set(tiny_model.eos_token_ids), vocab_size=tiny_model.vocab_size, settings=cfg,
+                         n_ctx_slot=n_ctx, sampling=ChainSampling(vocab, n_ctx))
 
     with mx.stream(stream):
         yield make

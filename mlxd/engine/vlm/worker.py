@@ -4,8 +4,11 @@ prepared on its thread (the processor makes MLX arrays, which only the worker's 
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Sequence
+from typing import Sequence
 
+from mlxd.engine.loader import LoadedModel
+from mlxd.engine.lora import LoraSet
+from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.vlm.inputs import MediaInputs, Medium, prepare
 from mlxd.engine.vlm.load import MultimodalModel
 from mlxd.engine.vlm.scheduler import MultimodalScheduler
@@ -33,8 +36,8 @@ class MultimodalWorker(ModelWorker):
         return done
 
 
-def make_worker(loaded: Any, settings: Any, **kwargs: Any) -> ModelWorker:
+def make_worker(loaded: LoadedModel, settings: WorkerSettings, *, lora: LoraSet | None = None,
+                draft: LoadedModel | None = None) -> ModelWorker:
     """The worker for a loaded model: multimodal when the checkpoint's media parts were loaded."""
-    if isinstance(loaded, MultimodalModel) and loaded.media is not None:
-        return MultimodalWorker(loaded, settings, **kwargs)
-    return ModelWorker(loaded, settings, **kwargs)
+    kind = MultimodalWorker if isinstance(loaded, MultimodalModel) and loaded.media is not None else ModelWorker
+    return kind(loaded, settings, lora=lora, draft=draft)
