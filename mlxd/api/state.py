@@ -45,7 +45,8 @@ class ServingOwner(Protocol):
     generation: int
     last_result: str  # the last change's outcome: none, committed, unchanged, refused
 
-    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> "ChangeResult": ...
+    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str,
+                              if_match: str | None = ...) -> "ChangeResult": ...
 
     async def reload(self, trigger: str = ..., *, dry_run: bool = ...) -> "ChangeResult": ...
 

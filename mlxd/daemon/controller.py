@@ -160,14 +160,16 @@ class Controller(ModelLifecycle):
         model = self.serving.model
         return model.worker.lora_adapters() if model is not None else []
 
-    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str) -> ChangeResult:
+    async def set_lora_scales(self, scales: dict[int, float], *, trigger: str,
+                              if_match: str | None = None) -> ChangeResult:
         """Replace the served model's server-wide LoRA scales; adapters not listed get 0 (b10621's rule).
 
         The scales become the admin layer's ``lora-scaled`` (so they have provenance, are in the config hash,
         survive reloads and are written by ``persist``) and apply live to the loaded adapters, without reloading
         the weights. An unknown id or a non-finite scale is refused and changes nothing. Requests already
-        submitted keep their scales."""
+        submitted keep their scales. ``if_match`` is checked under the lock, as for every other change."""
         async with self.lock:
+            self._check_etag(if_match)
             model = self.serving.model
             if model is None:
                 return self._refuse(trigger, "no model is loaded: LoRA scales belong to a loaded model", False)

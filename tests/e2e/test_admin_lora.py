@@ -38,6 +38,11 @@ def test_scales_change_through_the_admin_api(start_server: Callable[..., Running
         assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_adapter"
         bad = client.put("/v1/lora", json={"0": "loud"})
         assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_body"
+        stale = client.put("/v1/lora", json={"0": 0.25}, headers={"If-Match": before["etag"]})
+        assert stale.status_code == 412 and stale.json()["error"]["code"] == "conflict", stale.text
+        current = client.get("/v1/status").json()["etag"]
+        fresh = client.put("/v1/lora", json={"0": 0.25}, headers={"If-Match": current})
+        assert fresh.status_code == 200 and client.get("/v1/lora").json()["adapters"][0]["scale"] == 0.25
     done = mlxd_admin(sock, "lora", "0=0")
     assert done.returncode == 0, done.stderr
     shown = mlxd_admin(sock, "lora", "--json")

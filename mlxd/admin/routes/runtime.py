@@ -69,14 +69,11 @@ async def put_lora(request: Request) -> HTTPResponse:
     layer's ``lora-scaled`` (a new generation and config hash) and apply live to the loaded adapters, without a
     reload; a request already admitted keeps its scales."""
     controller = request.app.ctx.host.controller
-    expected = if_match(request)
-    if expected is not None and expected.strip('"') != controller.etag:
-        raise AdminError("conflict", f"the configuration changed (etag {controller.etag}); re-read and retry", 412)
     entries = controller.lora_state()
     scales = {int(e["id"]): float(e["scale"]) for e in entries}
     for key, scale in json_object(request).items():
         if isinstance(scale, bool) or not isinstance(scale, (int, float)):
             raise AdminError("invalid_body", f"the scale of {key!r} must be a number")
         scales[_adapter_id(entries, key)] = float(scale)
-    result = await controller.set_lora_scales(scales, trigger="admin:lora")
+    result = await controller.set_lora_scales(scales, trigger="admin:lora", if_match=if_match(request))
     return change_response(result, controller)
