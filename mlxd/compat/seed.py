@@ -65,7 +65,17 @@ def classify(spec: OptionSpec) -> tuple[str, str]:
         allowed = (f"only {', '.join(spec.inert_values)} accepted" if spec.inert_values
                    else "refused unless left at its default")
         return "deferred", f"{allowed}, until mlxd implements it: {why}; {instead}"
-    if spec.treatment in ("refuse", "removed") or spec.check == "ngl":
+    if spec.check == "ngl":
+        why, _ = spec.reason or ("", "")
+        return "not_applicable", ("a count at or above the checkpoint's layer count, auto, all and -1 are accepted "
+                                  "(MLX keeps the whole model on its device), and 0 where MLX runs on the CPU "
+                                  f"(CPU-only); a partial count is refused when the model loads, before any weight "
+                                  f"is read: {why}")
+    if spec.check == "device":
+        why, _ = spec.reason or ("", "")
+        return "not_applicable", ("only none (CPU-only) is accepted, where MLX runs on the CPU, checked when the "
+                                  f"model loads; device names are refused: {why}")
+    if spec.treatment in ("refuse", "removed"):
         why, instead = spec.reason or ("", "")
         return "not_applicable", f"refused unless left at its default: {why}; {instead}"
     if spec.treatment == "inert":
@@ -85,6 +95,8 @@ def stale(spec: OptionSpec, prev: Entry) -> bool:
     """Whether a recorded not_applicable entry no longer says what the table does (its reason or its treatment)."""
     if prev.state != "not_applicable":
         return False
+    if spec.check in ("ngl", "device"):
+        return prev.divergence != classify(spec)[1]
     if spec.reason is not None:
         return spec.reason[0] not in prev.divergence
     return spec.treatment == "inert" and not prev.divergence.startswith("accepted and inert")

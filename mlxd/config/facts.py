@@ -130,7 +130,7 @@ mmap                    bool?  ~           inert
 direct-io               bool?  ~           inert
 load-mode               str    auto        inert=auto
 numa                    str?   ~           {distribute,isolate,numactl} refuse
-device                  str?   ~           refuse
+device                  str?   ~           check=device
 list-devices            bool   false
 override-tensor         list   []          split refuse why=placement
 cpu-moe                 bool   false       acc refuse why=placement
@@ -243,8 +243,8 @@ spec-draft-n-min        int    0           >=0
 draft-p-split           float  0.1
 draft-p-min             float  0.0         0..1
 spec-draft-backend-sampling bool true      inert
-device-draft            str?   ~           refuse why=device
-n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
+device-draft            str?   ~           check=device why=device effect=reload
+n-gpu-layers-draft      str    auto        dom=ngl check=ngl why=ngl effect=reload
 model-draft             str?   ~
 spec-type               list   []          split acc append check=spec-type
 spec-ngram-mod-n-min    int    48          0..1024

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from mlxd.errors import EngineError, MlxdError
@@ -20,6 +22,7 @@ def _draft_model(cfg: Any) -> Any:
 
     As b10621, a draft model given without --spec-type means draft-simple.
     """
+    from mlxd.engine import placement
     from mlxd.engine.loader import load_model, resolve_model_source
 
     types = [t for t in (cfg.spec_type or []) if t != "none"]
@@ -32,6 +35,7 @@ def _draft_model(cfg: Any) -> Any:
         return None
     path = resolve_model_source(cfg.model_draft, cfg.hf_repo_draft, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
+    placement.check(path, cfg.n_gpu_layers_draft, cfg.device_draft, what="draft")
     return load_model(path)
 
 
@@ -77,6 +81,7 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     """Load the checkpoint ``cfg`` names, with its template, sampling defaults and a started worker."""
     from mlxd.api.state import ServedModel
     from mlxd.engine.chat import load_chat_template
+    from mlxd.engine import placement
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loader import load_model, resolve_model_source
     from mlxd.engine.lora import adapter_specs, attach_adapters, check_adapters
@@ -89,15 +94,21 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     path = resolve_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
                                 store_root=cfg.model_store_root)
     check_embedding_options(path, embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling)
+    where = placement.check(path, cfg.n_gpu_layers, cfg.device)
     from mlxd.engine.vlm import modalities
 
     loaded: LoadedModel  # a MultimodalModel (a LoadedModel) for images and audio
+    started = time.perf_counter()
+    label = name if name and name != str(path) else path.name
+    log.info("loading model %s from %s: %s, %s", label, path, _weights_summary(path), where)
     if modalities(path).multimodal and cfg.mmproj_auto:  # images/audio through mlx-vlm; --no-mmproj: text only
         from mlxd.engine.vlm.load import load_multimodal
 
         loaded = load_multimodal(path, image_min_tokens=cfg.image_min_tokens, image_max_tokens=cfg.image_max_tokens)
     else:
         loaded = load_model(path, model_config=model_overrides(path, RopeOptions.of(cfg)) or None)
+    log.info("model %s: weights read in %.2f s (%s parameters); preparing its chat template and worker",
+             label, time.perf_counter() - started, f"{loaded.n_params:,}")
     try:
         tokenizer = loaded.tokenizer
         template = load_chat_template(
@@ -115,3 +126,10 @@ def _serve(cfg: "Config", explicit: set[str], values: Mapping[str, Any], *, name
     worker.start()
     return ServedModel(name=name or loaded.name, aliases=aliases, loaded=loaded, worker=worker,
                        chat_template=template, sampling_defaults=sampling)
+
+
+def _weights_summary(path: Path) -> str:
+    """How much there is to read, so a person waiting on a large checkpoint knows what the next line is for."""
+    files = sorted(path.glob("*.safetensors"))
+    size = sum(f.stat().st_size for f in files if f.exists())
+    return f"{len(files)} weight file(s), {size / 2**20:,.1f} MiB"

@@ -115,10 +115,25 @@ def _refused_or_inert(spec: OptionSpec) -> None:
         spelling = spec.long[-1] if refused_value else spec.negatives[-1]
         argv = [spelling]
     outcome = _outcome(argv, {}, spec, f"cli:{spelling}")
-    if spec.treatment == "inert" and spec.inert_values is None:
+    if spec.check == "ngl":  # a count is refused against the checkpoint's layer count, before its weights are read
+        assert outcome == "acts"
+        _ngl_refused_at_load(spec, argv[-1])
+    elif spec.treatment == "inert" and spec.inert_values is None:
         assert outcome == "acts"
     else:
         assert outcome == "refused"
+
+
+def _ngl_refused_at_load(spec: OptionSpec, count: str) -> None:
+    import tempfile
+
+    from mlxd.engine import placement
+    from mlxd.errors import EngineError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "config.json").write_text('{"num_hidden_layers": %d}' % (int(count) + 1))
+        with pytest.raises(EngineError, match=f"{spec.name}={count}: not supported by mlxd: partial GPU offload"):
+            placement.check(Path(tmp), count, None, on_gpu=True, what="draft" if "draft" in spec.name else "model")
 
 
 @pytest.mark.parametrize("spec", NA, ids=[s.name for s in NA])
@@ -158,7 +173,7 @@ def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
 def test_manifest_states_match_the_table() -> None:
     for entry in load("options").entries:
         spec = table().get(entry.id)
-        refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check == "ngl"
+        refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check in ("ngl", "device")
         assert (entry.state == "not_applicable") == (refuses and not is_gap(spec) and not is_policy(spec)), entry.id
         assert (entry.state == "by_design") >= is_policy(spec), entry.id
         # The manifest holds the state; the table only ever claims support the manifest confirms.
