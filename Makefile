@@ -3,23 +3,40 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 DEFAULT_MODEL ?= .cache/models/tiny
 
 .PHONY: run test typecheck soak upstream-test bench venv clean
 
 venv: $(STAMP)
 
+# `test` (and the other developer targets) need the test tools and the multimodal extra (mlx-vlm, about 1.3 GB).
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { echo "mlxd: creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "mlxd: installing mlxd with the test and multimodal extras into $(VENV) (a few minutes, about 1.3 GB)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,multimodal]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
+
+# `run` needs only the plain package: a text model needs no mlx-vlm. A venv that `test` made already has it.
+$(RUN_STAMP): pyproject.toml
+	@test -x $(BIN)/python || { echo "mlxd: creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "mlxd: installing mlxd (the plain package, no multimodal extra) into $(VENV); pip prints what it fetches"
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -e .
+	touch $(RUN_STAMP)
 
 # The built-in default: a synthetic tiny checkpoint made locally (never downloaded).
-$(DEFAULT_MODEL)/config.json: | $(STAMP)
+$(DEFAULT_MODEL)/config.json: | $(RUN_STAMP)
+	@echo "mlxd: making the synthetic checkpoint $(DEFAULT_MODEL) (preset tiny)"
 	$(BIN)/mlxd dev synth-model $(DEFAULT_MODEL) --preset tiny
 
-run: $(STAMP) $(DEFAULT_MODEL)/config.json
+run: $(RUN_STAMP) $(DEFAULT_MODEL)/config.json
+	@echo "mlxd: starting mlxd-server -m $(DEFAULT_MODEL) $(ARGS)"
+	@echo "mlxd: once it logs 'listening', from another terminal (port 8080 unless ARGS sets --port):"
+	@echo "  curl -s http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\"
+	@echo "       -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
+	@echo "  another port: make run ARGS=\"--port 8081\"; -v logs a line per request; Ctrl-C stops it"
 	$(BIN)/mlxd-server -m $(DEFAULT_MODEL) $(ARGS)
 
 test: $(STAMP)

@@ -1,13 +1,26 @@
 """Fixtures shared by every test tier.
 
 The system OpenBLAS is preloaded here, before anything imports mlx, so the whole suite runs on it when present.
+
+Every daemon a test starts without ``--admin-listen`` takes the default admin socket, ``$XDG_RUNTIME_DIR/mlxd/
+admin.sock`` (else ``/run/mlxd/admin.sock`` for root): the user's own daemon would then start without its admin
+listener while a test holds it, and ``mlxd admin`` would talk to the test. So the test process, and every daemon
+and client it starts (they inherit its environment), gets a private, short-lived XDG_RUNTIME_DIR.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+
 from mlxd.engine import blas
 
 BLAS_REPORT = blas.preload("auto")
+
+# Short (a unix socket's path is at most 107 bytes) and private to this run.
+PRIVATE_RUNTIME_DIR = tempfile.mkdtemp(prefix="mlxd-test-run-")
+os.environ["XDG_RUNTIME_DIR"] = PRIVATE_RUNTIME_DIR
 
 import hashlib  # noqa: E402
 import importlib.metadata  # noqa: E402
@@ -50,6 +63,10 @@ def synthetic_checkpoint(preset: str = "tiny", seed: int = 0, passthrough: int =
             if not (out / "config.json").exists():
                 raise
     return out
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(PRIVATE_RUNTIME_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

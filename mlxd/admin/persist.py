@@ -3,7 +3,9 @@
 The file is rewritten atomically (a temporary file in the same directory, fsync, rename) with its mode and owner;
 temporary files that a killed persist left behind are removed at startup and before each persist.
 Keys are written in their canonical names; other spellings of the same option are dropped so the file stays
-unambiguous; an override to "unset" removes the key. Comments are not preserved (tomli-w writes plain TOML).
+unambiguous; an override to "unset" removes the key. The file is the operator's document: it is edited in place
+through tomlkit, so its comments, blank lines and key order stay; a key given in another spelling is renamed where
+it stands, and a new key goes after the last top-level key, before the first table.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import tomllib
 from typing import Any
 
-import tomli_w
+import tomlkit
 
 from mlxd.config import table
 from mlxd.errors import AdminError
@@ -25,21 +27,40 @@ from mlxd.errors import AdminError
 log = logging.getLogger("mlxd.admin")
 
 
-def merged_document(current: dict[str, Any], updates: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
-    """``current`` with each option in ``updates`` (canonical name -> typed value, None to remove) set once."""
+def merged_text(text: str, updates: dict[str, Any]) -> tuple[str, list[str], list[str]]:
+    """The TOML ``text`` with each option in ``updates`` (canonical name -> typed value, None to remove) set once,
+    everything else (comments, order, tables) as it was; returns (text, written, removed)."""
     specs = table().by_key
-    doc = dict(current)
+    doc = tomlkit.parse(text)
     written: list[str] = []
     removed: list[str] = []
     for name, value in updates.items():
-        for key in [k for k in doc if not isinstance(doc[k], dict) and k in specs and specs[k].name == name]:
-            del doc[key]
+        spelled = [k for k, v in doc.items() if not isinstance(v, dict) and k in specs and specs[k].name == name]
+        for key in spelled[1:] if value is not None else spelled:
+            doc.remove(key)
         if value is None:
             removed.append(name)
+            continue
+        if spelled and spelled[0] != name:
+            # Renamed where it stands, with its comment; tomlkit's public API would move it to the end.
+            doc._replace(spelled[0], name, value)
+        elif spelled or (last := _last_key_index(doc)) is None or last + 1 == len(doc.body):
+            doc[name] = value  # in place (its comment kept), at the end, or before the first table
         else:
-            doc[name] = value
-            written.append(name)
-    return doc, written, removed
+            # After the last top-level key: tomlkit's own choice, just before the first table, would put it below
+            # the comments that introduce that table.
+            doc._insert_at(last + 1, name, value)
+        written.append(name)
+    return tomlkit.dumps(doc), written, removed
+
+
+def _last_key_index(doc: tomlkit.TOMLDocument) -> int | None:
+    """The position in ``doc``'s body of its last top-level key that is not a table, or None."""
+    last = None
+    for i, (key, item) in enumerate(doc.body):
+        if key is not None and not isinstance(item, (tomlkit.items.Table, tomlkit.items.AoT)):
+            last = i
+    return last
 
 
 # A temporary file left by a write that never finished (the process was killed between create and rename) is
@@ -113,15 +134,16 @@ def _persist(path: str, updates: dict[str, Any]) -> dict[str, Any]:
     real = os.path.realpath(path)
     try:
         with open(real, "rb") as fh:
-            current = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
+            raw = fh.read()
+        tomllib.loads(raw.decode("utf-8"))  # the same verdict as the configuration loader
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise AdminError("invalid_config_file", f"{path} is not valid TOML ({exc}); fix it first", 409) from exc
     except OSError as exc:
         raise AdminError("io_error", f"cannot read {path}: {exc.strerror}", 500) from exc
-    doc, written, removed = merged_document(current, updates)
+    text, written, removed = merged_text(raw.decode("utf-8"), updates)
     clean_orphans(real)
     try:
-        write_atomically(real, tomli_w.dumps(doc))
+        write_atomically(real, text)
     except OSError as exc:
         raise AdminError("io_error", f"cannot write {path}: {exc.strerror}", 500) from exc
     return {"path": path, "written": written, "removed": removed}

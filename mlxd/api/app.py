@@ -16,7 +16,7 @@ import pkgutil
 
 from sanic import Blueprint, Sanic
 
-from mlxd.api import middleware, router_mode, routes
+from mlxd.api import middleware, request_log, router_mode, routes
 from mlxd.api.errors import EnvelopeErrorHandler
 from mlxd.api.metrics import ServerMetrics
 from mlxd.api.state import ServingState
@@ -84,6 +84,7 @@ def create_app(state: ServingState, *, name: str = "mlxd", body_limit: int = BOD
         state.metrics = ServerMetrics()
     app.ctx.state = state
     prefix = api_prefix(state.config)
+    request_log.install(app)
     middleware.install(app, state, prefix)
     router_mode.install(app, state, prefix)
     for bp in discover_blueprints():

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlxd.api import request_log
 from mlxd.api.planning import Plan, engine_request
 from mlxd.api.state import ServedModel
 from mlxd.engine.types import ErrorEvent, FinalEvent, ProgressEvent, Timings, TokenEvent
@@ -136,6 +137,7 @@ def _note(job: Job, ev: Any) -> None:
         raise _failed(ev)
     if isinstance(ev, FinalEvent):
         job.final = ev
+        request_log.on_final(ev)
         if job.metrics is not None:
             job.metrics.on_final(ev)
     elif isinstance(ev, ProgressEvent):
@@ -144,6 +146,7 @@ def _note(job: Job, ev: Any) -> None:
         if job.first_token is None:
             job.first_token = time.perf_counter()
         job.events.append(ev)
+        request_log.on_token(ev)
 
 
 async def run(jobs: Sequence[Job]) -> list[Job]:

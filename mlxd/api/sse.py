@@ -15,6 +15,7 @@ from typing import Any, AsyncIterable, AsyncIterator, Callable
 
 from sanic import Request
 
+from mlxd.api import request_log
 from mlxd.api.errors import dumps, translate
 
 log = logging.getLogger("mlxd.api")
@@ -72,6 +73,7 @@ async def stream(
     ``open_now`` sends the status and headers at once, before any frame: a stream that may stay silent for long
     (``/models/sse``) is then open for its client as soon as it is subscribed, as b10621's is.
     """
+    request_log.streaming(request)
     response = await request.respond(content_type=CONTENT_TYPE, headers={**HEADERS, **(headers or {})})
     if open_now:
         await response.send(b"")  # sanic writes the headers alone; an empty first chunk does not end the stream
@@ -114,6 +116,7 @@ async def stream(
             producer.cancel()
             with contextlib.suppress(BaseException):
                 await producer
+        request_log.stream_ended(request, response.status, finished)
         if not finished:
             log.info("client disconnected from %s %s; cancelling", request.method, request.path)
             if on_disconnect is not None:

@@ -25,7 +25,12 @@ parser and router in both directions, and `mlxd compat report` prints the counts
 | aliased | an mlxd spelling or route gives the same behaviour, with a tested translation |
 | not_applicable | no MLX equivalent: refused with a diagnostic, or only inert values accepted |
 | deferred | not yet true: the entry says what is missing, and an accepted-but-ignored option is always deferred |
-| by_design | served, differing in a recorded, tested, permanent way |
+| by_design | served, differing in a recorded, tested, permanent way, with the reason |
+
+An entry's divergence lists its observable differences (or, while deferred, what is missing), and is empty exactly
+when the entry is supported. Every `by_design` entry carries a rationale: *architectural* when MLX or the way mlxd is
+built decides the difference, *policy* when it is mlxd's choice, with the condition under which to revisit it. The
+manifest's validator refuses a `by_design` entry without one and a rationale on any other state.
 
 A `not_applicable` entry names its basis, why MLX has no equivalent; a feature that MLX (mlx-lm, mlx-vlm) could
 serve and mlxd lacks is `deferred`, whatever it refuses, and the manifest's validator rejects a `not_applicable`
@@ -62,10 +67,18 @@ def _surface(kind: str, entry: Entry) -> str:
     return ", ".join(parts + ([str(up["kind"]).replace("_", " ")] if up.get("kind") else []))
 
 
+def _differences(entry: Entry) -> str:
+    """The differences one per line, then a by_design entry's rationale."""
+    lines = [f"- {d}" for d in entry.divergence] if len(entry.divergence) > 1 else list(entry.divergence)
+    r = entry.rationale
+    if r is not None:
+        lines.append(f"*{r.kind}*: {r.reason}" + (f" (revisit if {r.revisit_if})" if r.revisit_if else ""))
+    return "<br>".join(_cell(line) for line in lines)
+
+
 def _row(kind: str, entry: Entry) -> str:
     state = f"{entry.state} ({entry.basis})" if entry.basis else entry.state
-    return (f"| `{_cell(entry.id)}` | {_cell(_surface(kind, entry))} | {state} | {_cell(entry.divergence)} | "
-            f"`{_cell(entry.test)}` |")
+    return f"| `{_cell(entry.id)}` | {_cell(_surface(kind, entry))} | {state} | {_differences(entry)} | `{_cell(entry.test)}` |"
 
 
 def _counts_table() -> list[str]:
@@ -107,7 +120,7 @@ def render() -> str:
     for kind in available_kinds():
         manifest = load(kind)
         parts.append(f"\n## {TITLES[kind]}\n")
-        parts.append(f"| name | {SURFACE[kind]} | state | divergence or what is missing | test |")
+        parts.append(f"| name | {SURFACE[kind]} | state | differences or what is missing (and why, by design) | test |")
         parts.append("|---|---|---|---|---|")
         parts.extend(_row(kind, e) for e in manifest.entries)
     parts.append(UPSTREAM_VISION.rstrip("\n"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from mlxd.compat.manifest import TAG, Entry, Manifest, load, package_path, to_json
+from mlxd.compat.manifest import TAG, Entry, Manifest, Rationale, differences, load, package_path, to_json
 from mlxd.config import reasons
 from mlxd.config.options import OptionSpec, inventory, table, upstream_name
 
@@ -24,6 +24,14 @@ PINS = {
     "policy": f"{OPTIONS_TEST}::test_policy_options_are_refused_by_design",
 }
 DEFERRED = ("parsed, typed and layered (see `mlxd config explain`); the behaviour behind it is not wired yet")
+
+# Why each of mlxd's permanent refusals (reasons.POLICIES) is a policy, and what would change it.
+POLICY_RATIONALE = Rationale(
+    kind="policy",
+    reason="mlxd serves the HTTP API, not llama-server's web UI, its static files, agent tools or MCP proxy; a UI is "
+           "served by a separate web server that talks to the API",
+    revisit_if="llama-server's web UI (or its tools or MCP proxy) is wanted from mlxd itself",
+)
 
 
 def upstream_facts(entry: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +73,17 @@ def classify(spec: OptionSpec) -> tuple[str, str]:
         allowed = (f"only {', '.join(spec.inert_values)} accepted" if spec.inert_values
                    else "refused unless left at its default")
         return "deferred", f"{allowed}, until mlxd implements it: {why}; {instead}"
-    if spec.treatment in ("refuse", "removed") or spec.check == "ngl":
+    if spec.check == "ngl":
+        why, _ = spec.reason or ("", "")
+        return "not_applicable", ("a count at or above the checkpoint's layer count, auto, all and -1 are accepted "
+                                  "(MLX keeps the whole model on its device), and 0 where MLX runs on the CPU "
+                                  f"(CPU-only); a partial count is refused when the model loads, before any weight "
+                                  f"is read: {why}")
+    if spec.check == "device":
+        why, _ = spec.reason or ("", "")
+        return "not_applicable", ("only none (CPU-only) is accepted, where MLX runs on the CPU, checked when the "
+                                  f"model loads; device names are refused: {why}")
+    if spec.treatment in ("refuse", "removed"):
         why, instead = spec.reason or ("", "")
         return "not_applicable", f"refused unless left at its default: {why}; {instead}"
     if spec.treatment == "inert":
@@ -85,9 +103,12 @@ def stale(spec: OptionSpec, prev: Entry) -> bool:
     """Whether a recorded not_applicable entry no longer says what the table does (its reason or its treatment)."""
     if prev.state != "not_applicable":
         return False
+    text = prev.divergence_text
+    if spec.check in ("ngl", "device"):
+        return text != classify(spec)[1]
     if spec.reason is not None:
-        return spec.reason[0] not in prev.divergence
-    return spec.treatment == "inert" and not prev.divergence.startswith("accepted and inert")
+        return spec.reason[0] not in text
+    return spec.treatment == "inert" and not text.startswith("accepted and inert")
 
 
 def build() -> Manifest:
@@ -108,11 +129,12 @@ def build() -> Manifest:
         # A recorded entry survives unless the table now says otherwise about refusing (not_applicable) or about
         # the refusal being a gap or a policy; those entries follow the table's reason.
         follows_table = gap or policy or prev is None or prev.test in (PINS["gap"], PINS["policy"])
+        listed, rationale = differences(divergence), POLICY_RATIONALE if policy else None
         if prev is not None and not follows_table and (prev.state == "not_applicable") == (state == "not_applicable"):
             if not stale(spec, prev):
-                state, divergence, test = prev.state, prev.divergence, prev.test
-        entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=divergence, test=test,
-                             basis=basis(spec) if state == "not_applicable" else ""))
+                state, listed, test, rationale = prev.state, prev.divergence, prev.test, prev.rationale
+        entries.append(Entry(id=name, state=state, upstream=upstream_facts(inv), divergence=listed, test=test,
+                             basis=basis(spec) if state == "not_applicable" else "", rationale=rationale))
     return Manifest(kind="options", tag=TAG, entries=tuple(entries))
 
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from mlxd.config import facts
+from mlxd.config.layering import DEPENDENT_DEFAULTS
 from mlxd.config.options import OptionSpec, table
 
 INTRO = """# Configuration
@@ -136,6 +137,13 @@ def _cell(text: str) -> str:
 
 def _default(spec: OptionSpec) -> str:
     value = spec.default
+    if spec.name in DEPENDENT_DEFAULTS:  # e.g. watch-config: true with --config, false without
+        other, dependent = DEPENDENT_DEFAULTS[spec.name]
+        return f"{_plain(dependent)} with `--{other}`, else {_plain(value)}"
+    return _plain(value)
+
+
+def _plain(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -130,12 +130,12 @@ mmap                    bool?  ~           inert
 direct-io               bool?  ~           inert
 load-mode               str    auto        inert=auto
 numa                    str?   ~           {distribute,isolate,numactl} refuse
-device                  str?   ~           refuse
+device                  str?   ~           check=device
 list-devices            bool   false       restart
 override-tensor         list   []          split refuse why=placement
 cpu-moe                 bool   false       acc refuse why=placement
 n-cpu-moe               int    0           >=0 acc refuse why=placement
-n-gpu-layers            str    auto        dom=ngl check=ngl effect=live
+n-gpu-layers            str    auto        dom=ngl check=ngl
 split-mode              str?   ~           {none,layer,row,tensor} inert
 tensor-split            str?   ~           refuse why=multi-gpu
 main-gpu                int    0           >=0 inert=0 why=multi-gpu
@@ -243,8 +243,8 @@ spec-draft-n-min        int    0           >=0 effect=reload
 draft-p-split           float  0.1
 draft-p-min             float  0.0         0..1 effect=reload
 spec-draft-backend-sampling bool true      inert
-device-draft            str?   ~           refuse why=device
-n-gpu-layers-draft      str    auto        dom=ngl refuse why=ngl
+device-draft            str?   ~           check=device why=device effect=reload
+n-gpu-layers-draft      str    auto        dom=ngl check=ngl why=ngl effect=reload
 model-draft             str?   ~ effect=reload
 spec-type               list   []          split acc append check=spec-type effect=reload
 spec-ngram-mod-n-min    int    48          0..1024 effect=reload

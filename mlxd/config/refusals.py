@@ -14,11 +14,6 @@ from mlxd.config.options import OptionSpec, OptionTable
 from mlxd.config.values import Setting
 from mlxd.errors import ConfigProblem
 
-# n-gpu-layers values that mean "the whole model on the device", which is what MLX does. 99 and above is
-# llama.cpp's customary "all".
-_ALL_LAYERS_FROM = 99
-
-
 def _shown(spec: OptionSpec, value: Any) -> str:
     if spec.secret:
         return "<redacted>"
@@ -42,10 +37,14 @@ def _hf_repo_rule(spec: OptionSpec, value: Any) -> bool:
 
 
 def _ngl_rule(spec: OptionSpec, value: Any) -> bool:
-    if value in ("auto", "all"):
-        return False
-    n = int(value)
-    return not (n == -1 or n >= _ALL_LAYERS_FROM)
+    # Whether a count is full offload depends on the checkpoint's layer count, and 0 is CPU-only, which depends on
+    # MLX's device: mlxd.engine.placement decides both when the model is about to load, before any weight is read.
+    return False
+
+
+def _device_rule(spec: OptionSpec, value: Any) -> bool:
+    # "none" is CPU-only (mlxd.engine.placement checks MLX's device); device names are ggml backend names.
+    return value is not None and str(value).strip().lower() != "none"
 
 
 # A check=NAME rule: True when the value must be refused.
@@ -53,6 +52,7 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     "model": _model_rule,
     "hf-repo": _hf_repo_rule,
     "ngl": _ngl_rule,
+    "device": _device_rule,
     "rope": lambda spec, value: False,  # a cross-option rule, see contradictions()
     # -1 is "the model's own", which mlx-lm's YaRN fixes at 1.0.
     "yarn-ext-factor": lambda spec, value: value not in (-1.0, 1.0),

@@ -210,12 +210,26 @@ def run(argv: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mlxd admin events | head -1`: the reader has all it wanted
+        _drop_stdout()
+        return EXIT_OK
     except Exception as exc:  # a bug: one line for the user, the traceback only when asked for
         if os.environ.get("MLXD_DEBUG") == "1":
             raise
         print(f"error: internal error: {type(exc).__name__}: {exc} (set MLXD_DEBUG=1 for a traceback)",
               file=sys.stderr)
         return EXIT_FAILURE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is still buffered does not fail again on
+    the closed pipe (Python would print "Exception ignored ... BrokenPipeError" and exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def main() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlxd.errors import EngineError, MlxdError
@@ -12,7 +14,7 @@ if TYPE_CHECKING:
     from mlxd.config import ModelResolved, ResolvedConfig
     from mlxd.engine.chat import ChatTemplate
     from mlxd.engine.loader import LoadedModel
-    from mlxd.engine.spec import ModelSpec, TemplateSpec
+    from mlxd.engine.spec import ModelSource, ModelSpec, TemplateSpec
 
 log = logging.getLogger("mlxd.daemon.loading")
 
@@ -61,7 +63,11 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     adapters = check_adapters(spec.adapters)
     path = spec.source.resolve()
     check_embedding_options(path, embeddings=spec.embeddings, reranking=spec.reranking, pooling=spec.pooling)
+    where = spec.source.place(path)
     loaded: LoadedModel  # a MultimodalModel (a LoadedModel) for images and audio
+    started = time.perf_counter()
+    label = spec.name if spec.name and spec.name != str(path) else path.name
+    log.info("loading model %s from %s: %s, %s", label, path, _weights_summary(path), where)
     if modalities(path).multimodal and spec.media:  # images/audio through mlx-vlm; --no-mmproj: text only
         from mlxd.engine.vlm.load import load_multimodal
 
@@ -69,9 +75,11 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
                                  image_max_tokens=spec.image_max_tokens)
     else:
         loaded = load_model(path, model_config=model_overrides(path, spec.rope) or None)
+    log.info("model %s: weights read in %.2f s (%s parameters); preparing its chat template and worker",
+             label, time.perf_counter() - started, f"{loaded.n_params:,}")
     try:
         template = load_template(loaded, spec.template)
-        draft = load_model(spec.draft.resolve()) if spec.draft is not None else None
+        draft = _load_draft(spec.draft) if spec.draft is not None else None
         worker = make_worker(loaded, spec.worker, lora=attach_adapters(loaded.model, adapters), draft=draft)
     except MlxdError:
         raise
@@ -80,6 +88,21 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     worker.start()
     return ServedModel(name=spec.name or loaded.name, aliases=list(spec.aliases), loaded=loaded, worker=worker,
                        chat_template=template, sampling_defaults=spec.sampling)
+
+
+def _weights_summary(path: Path) -> str:
+    """How much there is to read, so a person waiting on a large checkpoint knows what the next line is for."""
+    files = sorted(path.glob("*.safetensors"))
+    size = sum(f.stat().st_size for f in files if f.exists())
+    return f"{len(files)} weight file(s), {size / 2**20:,.1f} MiB"
+
+
+def _load_draft(source: "ModelSource") -> "LoadedModel":
+    from mlxd.engine.loader import load_model
+
+    path = source.resolve()
+    source.place(path, what="draft")
+    return load_model(path)
 
 
 def load_template(loaded: "LoadedModel", spec: "TemplateSpec") -> "ChatTemplate":

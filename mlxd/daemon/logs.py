@@ -24,7 +24,9 @@ ROOT = "mlxd"
 LIBRARY_LOGGERS = ("asyncio", "sanic")
 REDACTED = "***"
 
-# llama.cpp's verbosity levels (common/log.h): 0 output, 1 error, 2 warning, 3 info, 4+ debug.
+# llama.cpp's verbosity levels (common/log.h): 0 output, 1 error, 2 warning, 3 info, 4+ debug. mlxd adds 5+ for a
+# line per generated token (mlxd.api.request_log.TOKEN_LEVEL); -v and 4 give a line per request.
+TRACE = 5
 _VERBOSITY_TO_LEVEL = {0: logging.CRITICAL, 1: logging.ERROR, 2: logging.WARNING, 3: logging.INFO}
 
 
@@ -43,6 +45,8 @@ class LogSettings:
 
     @property
     def level(self) -> int:
+        if self.log_verbosity >= 5:
+            return TRACE
         if self.log_verbose or self.log_verbosity >= 4:
             return logging.DEBUG
         return _VERBOSITY_TO_LEVEL.get(max(self.log_verbosity, 0), logging.INFO)
@@ -128,7 +132,7 @@ def redact(text: str) -> str:
 class _Formatter(logging.Formatter):
     _COLORS = {logging.DEBUG: "\033[90m", logging.WARNING: "\033[33m", logging.ERROR: "\033[31m",
                logging.CRITICAL: "\033[31;1m"}
-    _LETTERS = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
+    _LETTERS = {TRACE: "T", logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E",
                 logging.CRITICAL: "E"}
 
     def __init__(self, settings: LogSettings, colors: bool) -> None:

@@ -23,13 +23,16 @@ from mlxd.errors import EngineError
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a checkpoint comes from: ``-m`` or ``--hf-repo`` (the repo wins), and how the hub is reached."""
+    """Where a checkpoint comes from (``-m`` or ``--hf-repo``, the repo wins; how the hub is reached) and where it
+    runs (``-ngl``, ``-dev``: engine.placement)."""
 
     model: str | None
     hf_repo: str | None
     offline: bool = False
     hf_token: str | None = None
     store_root: str | None = None
+    n_gpu_layers: str = "auto"
+    device: str | None = None
 
     def resolve(self) -> Path:
         """The local checkpoint directory (downloading it where the hub is allowed)."""
@@ -37,6 +40,12 @@ class ModelSource:
 
         return resolve_model_source(self.model, self.hf_repo, offline=self.offline, hf_token=self.hf_token,
                                     store_root=self.store_root)
+
+    def place(self, path: Path, what: str = "model") -> str:
+        """Check ``-ngl``/``-dev`` against the checkpoint at ``path`` before any weight is read; where it runs."""
+        from mlxd.engine import placement
+
+        return placement.check(path, self.n_gpu_layers, self.device, what=what)
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ class ModelSpec:
         return cls(
             name=name or (aliases[0] if aliases else (cfg.model or cfg.hf_repo)),
             aliases=aliases,
-            source=_source(cfg, cfg.model, cfg.hf_repo),
+            source=_source(cfg, cfg.model, cfg.hf_repo, cfg.n_gpu_layers, cfg.device),
             adapters=tuple(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply)),
             embeddings=cfg.embeddings, reranking=cfg.reranking, pooling=cfg.pooling,
             media=cfg.mmproj_auto, image_min_tokens=cfg.image_min_tokens, image_max_tokens=cfg.image_max_tokens,
@@ -92,9 +101,10 @@ class ModelSpec:
         )
 
 
-def _source(cfg: Config, model: str | None, hf_repo: str | None) -> ModelSource:
+def _source(cfg: Config, model: str | None, hf_repo: str | None, n_gpu_layers: str,
+            device: str | None) -> ModelSource:
     return ModelSource(model, hf_repo, offline=cfg.offline, hf_token=cfg.hf_token,
-                       store_root=cfg.model_store_root)
+                       store_root=cfg.model_store_root, n_gpu_layers=n_gpu_layers, device=device)
 
 
 def _draft(cfg: Config) -> ModelSource | None:
@@ -108,4 +118,4 @@ def _draft(cfg: Config) -> ModelSource | None:
         return None
     if cfg.spec_type and "draft-simple" not in types:  # none, or only draft-free types, given explicitly
         return None
-    return _source(cfg, cfg.model_draft, cfg.hf_repo_draft)
+    return _source(cfg, cfg.model_draft, cfg.hf_repo_draft, cfg.n_gpu_layers_draft, cfg.device_draft)

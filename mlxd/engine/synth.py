@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Literal, NoReturn
 
 from mlxd.engine import synth_llama, synth_tokenizer, synth_vlm
 
@@ -156,6 +157,10 @@ def _weight_shapes(p: Preset) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def _parameters(p: Preset) -> int:
+    return sum(math.prod(shape) for shape in _weight_shapes(p).values())
+
+
 def model_config(preset: Preset, ids: dict[str, int], dtype: Dtype) -> dict[str, object]:
     """config.json for Qwen3ForCausalLM with the given shape."""
     p = preset
@@ -195,6 +200,7 @@ def make_checkpoint(
     quantize: int | None = None,
     seed: int = 0,
     passthrough: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
     """Write a synthetic checkpoint to ``out_dir`` (created; must not hold anything yet) and return its path.
 
@@ -202,6 +208,7 @@ def make_checkpoint(
     ``passthrough`` appends that many layers that add nothing to the residual stream (zero output projections):
     the preset's own checkpoint, same seed, is then a draft whose every proposal the target accepts.
     The files are written next to ``out_dir`` first and moved into place whole, so a reader never sees half.
+    ``progress`` is told each step as it starts (``mlxd dev synth-model`` prints them: a large preset takes a minute).
     """
     if synth_vlm.is_preset(preset):  # the multimodal presets (float32, mlx-vlm's model classes)
         return synth_vlm.make_checkpoint(out_dir, preset, seed)
@@ -220,7 +227,7 @@ def make_checkpoint(
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     try:
-        _write(staging, shape, preset, dtype, quantize, seed, passthrough)
+        _write(staging, shape, preset, dtype, quantize, seed, passthrough, progress or (lambda _: None))
         if out.exists():
             out.rmdir()
         staging.rename(out)
@@ -234,18 +241,20 @@ def make_checkpoint(
 
 
 def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int,
-           passthrough: int = 0) -> None:
+           passthrough: int, progress: Callable[[str], None]) -> None:
     """Every file of the checkpoint, into ``staging``."""
     import mlx.core as mx
     from mlx_lm.models import qwen3
 
     if preset in LLAMA_PRESETS:
-        _write_llama(staging, shape, preset, dtype, quantize, seed)
+        _write_llama(staging, shape, preset, dtype, quantize, seed, progress)
         return
+    progress(f"training a {shape.tokenizer_vocab_size:,}-token BPE tokenizer on the Python standard library")
     tokenizer, corpus = synth_tokenizer.train_tokenizer(shape.tokenizer_vocab_size)
     synth_tokenizer.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
     ids = synth_tokenizer.added_token_ids(tokenizer)
 
+    progress(f"drawing random weights for {shape.num_hidden_layers} layers ({_parameters(shape):,} parameters)")
     weights = make_weights(shape, seed)
     if passthrough:  # layers L.. whose attention and MLP write zeros: the residual passes through unchanged
         extra = replace(shape, num_hidden_layers=shape.num_hidden_layers + passthrough)
@@ -256,7 +265,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
     synthetic = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize,
                  "passthrough_layers": passthrough, "shape": asdict(shape),
                  "tokenizer_corpus": {"files": corpus.files, "chars": corpus.chars}}
-    _save(staging, qwen3, weights, model_config(shape, ids, dtype), dtype, quantize, synthetic)
+    _save(staging, qwen3, weights, model_config(shape, ids, dtype), dtype, quantize, synthetic, progress)
     generation = {
         "bos_token_id": ids[synth_tokenizer.BOS_TOKEN],
         "do_sample": True,
@@ -268,7 +277,7 @@ def _write(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: in
 
 
 def _save(staging: Path, family: Any, weights: dict[str, Any], config: dict[str, Any], dtype: Dtype,
-          quantize: int | None, synthetic: dict[str, Any]) -> None:
+          quantize: int | None, synthetic: dict[str, Any], progress: Callable[[str], None]) -> None:
     """The weights and config.json, through mlx-lm's model class of ``family`` (its module) and its savers."""
     import mlx.core as mx
     from mlx.utils import tree_unflatten
@@ -280,22 +289,27 @@ def _save(staging: Path, family: Any, weights: dict[str, Any], config: dict[str,
     model.update(tree_unflatten(list(weights.items())))
     del weights
     if quantize is not None:
+        progress(f"quantizing to {quantize} bits")
         model, config = quantize_model(model, config, group_size=64, bits=quantize)
     config["mlxd_synthetic"] = synthetic
+    progress(f"saving the weights ({dtype})")
     save_model(staging, model, donate_model=True)
     save_config(config, staging / "config.json")
 
 
-def _write_llama(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int) -> None:
+def _write_llama(staging: Path, shape: Preset, preset: str, dtype: Dtype, quantize: int | None, seed: int,
+                 progress: Callable[[str], None]) -> None:
     """Every file of a llama-vocabulary checkpoint (synth_llama), into ``staging``."""
     from mlx_lm.models import llama
 
+    progress(f"training a {shape.tokenizer_vocab_size:,}-token tokenizer")
     tokenizer = synth_llama.train_tokenizer(shape.tokenizer_vocab_size)
     synth_llama.write_tokenizer_files(tokenizer, staging, max_length=shape.max_position_embeddings)
     synthetic = {"preset": preset, "seed": seed, "dtype": dtype, "quantize": quantize, "shape": asdict(shape),
                  "tokenizer_corpus": synth_llama.CORPUS.name}
+    progress(f"drawing random weights for {shape.num_hidden_layers} layers")
     _save(staging, llama, synth_llama.make_weights(shape, seed), synth_llama.model_config(shape, dtype), dtype,
-          quantize, synthetic)
+          quantize, synthetic, progress)
     generation = synth_llama.generation_config()
     (staging / "generation_config.json").write_text(json.dumps(generation, indent=2, sort_keys=True) + "\n")
 
@@ -352,9 +366,14 @@ def main(argv: list[str]) -> int:
             print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
+
+    def progress(step: str) -> None:  # on stderr, so stdout keeps only the summary line
+        print(f"[{time.perf_counter() - started:5.1f} s] {step}", file=sys.stderr, flush=True)
+
+    progress(f"making {args.out_dir} (preset {args.preset})")
     try:
         path = make_checkpoint(args.out_dir, args.preset, args.dtype, args.quantize, args.seed,
-                               args.passthrough_layers)
+                               args.passthrough_layers, progress)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"mlxd dev synth-model: error: {exc}", file=sys.stderr)
         return 1

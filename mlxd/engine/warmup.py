@@ -7,6 +7,7 @@ moves that cost out of the first request. The pass uses a throwaway cache, so no
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 log = logging.getLogger("mlxd.engine.warmup")
@@ -20,7 +21,10 @@ def warm_up(loaded: Any) -> list[int]:
     tokenizer = loaded.tokenizer
     tokens = [t for t in (getattr(tokenizer, "bos_token_id", None), *loaded.eos_token_ids[:1]) if t is not None]
     tokens = tokens or [0]
-    log.info("warming up the model with an empty run (%d tokens)", len(tokens))
+    name = getattr(loaded, "name", "the model")
+    log.info("warming up %s with an empty run (%d tokens)", name, len(tokens))
+    started = time.perf_counter()
     logits = loaded.model(mx.array([tokens]), cache=make_prompt_cache(loaded.model))
     mx.eval(logits)
+    log.info("warm-up of %s done in %.2f s", name, time.perf_counter() - started)
     return tokens

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.compat.manifest import Entry, Manifest, available_kinds, load, validate
+from mlxd.compat.manifest import Entry, Manifest, Rationale, available_kinds, divergence_of, load, rationale_of, validate
 from mlxd.compat.seed import PINS, is_gap, is_policy
 from mlxd.config import ConfigError, Kind, OptionSpec, ValueType, resolve, table
 from mlxd.config.options import inventory, upstream_name
@@ -115,10 +115,25 @@ def _refused_or_inert(spec: OptionSpec) -> None:
         spelling = spec.long[-1] if refused_value else spec.negatives[-1]
         argv = [spelling]
     outcome = _outcome(argv, {}, spec, f"cli:{spelling}")
-    if spec.treatment == "inert" and spec.inert_values is None:
+    if spec.check == "ngl":  # a count is refused against the checkpoint's layer count, before its weights are read
+        assert outcome == "acts"
+        _ngl_refused_at_load(spec, argv[-1])
+    elif spec.treatment == "inert" and spec.inert_values is None:
         assert outcome == "acts"
     else:
         assert outcome == "refused"
+
+
+def _ngl_refused_at_load(spec: OptionSpec, count: str) -> None:
+    import tempfile
+
+    from mlxd.engine import placement
+    from mlxd.errors import EngineError
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "config.json").write_text('{"num_hidden_layers": %d}' % (int(count) + 1))
+        with pytest.raises(EngineError, match=f"{spec.name}={count}: not supported by mlxd: partial GPU offload"):
+            placement.check(Path(tmp), count, None, on_gpu=True, what="draft" if "draft" in spec.name else "model")
 
 
 @pytest.mark.parametrize("spec", NA, ids=[s.name for s in NA])
@@ -143,7 +158,8 @@ def test_policy_options_are_refused_by_design(spec: OptionSpec) -> None:
     _refused_or_inert(spec)
     entry = load("options").by_id()[spec.name]
     assert entry.state == "by_design" and entry.basis == ""
-    assert spec.reason is not None and spec.reason[0] in entry.divergence
+    assert spec.reason is not None and spec.reason[0] in entry.divergence_text
+    assert entry.rationale is not None and entry.rationale.kind == "policy" and entry.rationale.revisit_if
 
 
 def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
@@ -158,7 +174,7 @@ def test_manifest_covers_every_accepted_spelling_and_nothing_else() -> None:
 def test_manifest_states_match_the_table() -> None:
     for entry in load("options").entries:
         spec = table().get(entry.id)
-        refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check == "ngl"
+        refuses = spec.treatment in ("refuse", "removed", "inert") or spec.check in ("ngl", "device")
         assert (entry.state == "not_applicable") == (refuses and not is_gap(spec) and not is_policy(spec)), entry.id
         assert (entry.state == "by_design") >= is_policy(spec), entry.id
         # The manifest holds the state; the table only ever claims support the manifest confirms.
@@ -170,14 +186,48 @@ def test_the_validator_rejects_a_not_applicable_entry_that_is_an_mlxd_gap() -> N
     feature is not yet implemented makes it a deferred entry."""
     up = {"spellings": ["--x"]}
     cases = {
-        "no-basis": Entry("x", "not_applicable", up, "a ggml thread pool knob", "t::t"),
-        "gap-words": Entry("x", "not_applicable", up, "speculative decoding is not implemented", "t::t", basis="ggml"),
-        "basis-on-deferred": Entry("x", "deferred", up, "not yet wired", "t::t", basis="ggml"),
+        "no-basis": Entry("x", "not_applicable", up, ("a ggml thread pool knob",), "t::t"),
+        "gap-words": Entry("x", "not_applicable", up, ("speculative decoding is not implemented",), "t::t",
+                           basis="ggml"),
+        "basis-on-deferred": Entry("x", "deferred", up, ("not yet wired",), "t::t", basis="ggml"),
     }
     for name, entry in cases.items():
         assert validate(Manifest("options", "b10621", (entry,))), name
-    fine = Entry("x", "not_applicable", up, "a ggml thread pool knob", "t::t", basis="ggml")
+    fine = Entry("x", "not_applicable", up, ("a ggml thread pool knob",), "t::t", basis="ggml")
     assert validate(Manifest("options", "b10621", (fine,))) == []
+
+
+def test_the_validator_holds_by_design_rationales_and_divergence_lists() -> None:
+    """A by_design entry says why its difference is permanent (kind, reason, and revisit_if for a policy); no other
+    state carries a rationale; a supported entry has no divergence; a divergence is a list of differences."""
+    up = {"spellings": ["--x"]}
+    policy = Rationale("policy", "mlxd's choice", "clients need it")
+    cases = {
+        "by_design-without-rationale": Entry("x", "by_design", up, ("answers 400 where b10621 answers 500",), "t::t"),
+        "policy-without-revisit": Entry("x", "by_design", up, ("differs",), "t::t",
+                                        rationale=Rationale("policy", "mlxd's choice")),
+        "unknown-kind": Entry("x", "by_design", up, ("differs",), "t::t", rationale=Rationale("taste", "why")),
+        "no-reason": Entry("x", "by_design", up, ("differs",), "t::t", rationale=Rationale("architectural", " ")),
+        "rationale-on-deferred": Entry("x", "deferred", up, ("not wired",), "t::t", rationale=policy),
+        "rationale-on-supported": Entry("x", "supported", up, (), "t::t", rationale=policy),
+        "supported-with-divergence": Entry("x", "supported", up, ("differs",), "t::t"),
+        "empty-difference": Entry("x", "by_design", up, ("differs", ""), "t::t", rationale=policy),
+    }
+    for name, entry in cases.items():
+        assert validate(Manifest("options", "b10621", (entry,))), name
+    for rationale in (policy, Rationale("architectural", "MLX stores it so")):
+        fine = Entry("x", "by_design", up, ("answers 400 where b10621 answers 500",), "t::t", rationale=rationale)
+        assert validate(Manifest("options", "b10621", (fine,))) == []
+    with pytest.raises(ValueError, match="list of strings"):
+        divergence_of("prose in one string")
+    with pytest.raises(ValueError, match="rationale must be an object"):
+        rationale_of({"kind": "policy", "reason": "r", "why": "unknown key"})
+
+
+def test_every_by_design_entry_of_every_kind_has_a_rationale() -> None:
+    for kind in available_kinds():
+        for entry in load(kind).entries:
+            assert (entry.rationale is not None) == (entry.state == "by_design"), (kind, entry.id)
 
 
 @pytest.mark.parametrize("kind", available_kinds())

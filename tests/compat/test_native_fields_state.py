@@ -27,7 +27,9 @@ def test_every_field_has_one_well_formed_entry() -> None:
         assert len(names) == count == len(set(names)), kind
     for entry in entries:
         assert entry["state"] in STATES
-        assert (entry["divergence"] == "") == (entry["state"] == "supported"), entry
+        assert isinstance(entry["divergence"], list) and all(isinstance(d, str) and d for d in entry["divergence"])
+        assert (entry["divergence"] == []) == (entry["state"] == "supported"), entry
+        assert ("rationale" in entry) == (entry["state"] == "by_design"), entry
         assert entry["test"], entry
 
 

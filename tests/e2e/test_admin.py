@@ -4,9 +4,12 @@ models, logging, LoRA refusal, events, and the `mlxd admin` client."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
+import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -14,7 +17,7 @@ import httpx
 import pytest
 
 from tests.e2e.admin_harness import admin, mlxd_admin, short_dir, wait_for
-from tests.e2e.conftest import RunningServer, launch
+from tests.e2e.conftest import BIN, RunningServer, launch
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +221,43 @@ def test_null_removes_an_override(daemon: tuple[RunningServer, Path]) -> None:
         assert config["options"]["min-p"] == {"value": 0.05, "source": "default"}
         assert "min-p" not in config["overrides"]
         assert client.patch("/v1/config", json={"min-p": None}).json()["applied"] is False  # nothing to remove
+
+
+def _closed_pipe_run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` with stdout on a pipe whose reader is already gone: every write fails with EPIPE, as after
+    `| head -1` has read its line and exited."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(argv, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("command", [["status"], ["config", "--json"]], ids=["status", "config"])
+def test_client_exits_quietly_on_a_closed_pipe(daemon: tuple[RunningServer, Path], command: list[str]) -> None:
+    _, sock = daemon
+    done = _closed_pipe_run([str(BIN / "mlxd"), "admin", "--admin-listen", f"unix:{sock}", *command])
+    assert done.returncode == 0 and done.stderr == ""
+
+
+def test_events_piped_to_head_exits_quietly(daemon: tuple[RunningServer, Path]) -> None:
+    """`mlxd admin events | head -1`: the first event reaches head, the next write meets the closed pipe."""
+    _, sock = daemon
+    script = (f"{BIN / 'mlxd'} admin --admin-listen unix:{sock} events 2>{sock.parent / 'events.err'} | head -1; "
+              "echo \"status=${PIPESTATUS[0]}\"")
+    shell = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        with admin(sock) as client:
+            for i in range(40):  # events until the client has met the closed pipe and exited
+                client.patch("/v1/config", json={"top-k": 30 + i})
+                if shell.poll() is not None:
+                    break
+                time.sleep(0.25)
+        out, _ = shell.communicate(timeout=60)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[-1] == "status=0", out
+    assert (sock.parent / "events.err").read_text() == ""

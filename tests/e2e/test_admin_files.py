@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import tomllib
@@ -89,13 +90,23 @@ def test_a_model_that_fails_to_load_changes_nothing(daemon: tuple[RunningServer,
 
 def test_persist_writes_overrides_into_the_file(daemon: tuple[RunningServer, Path, Path]) -> None:
     running, sock, toml = daemon
-    toml.chmod(0o640)
+    # The operator's own document: comments, a blank line, its order, another spelling of an option (an earlier
+    # test may have left another temperature; the edit changes it, so it is a new generation to wait for).
+    commented = "# operator's notes\n" + re.sub(r"temperature = [\d.]+", "\ntemp = 0.45  # tuned\ntop-p = 0.9",
+                                                 toml.read_text())
     with admin(sock) as client:
+        before = client.get("/v1/status").json()["generation"]
+        _replace(toml, commented)
+        wait_for(lambda: client.get("/v1/status").json()["generation"] > before, 5.0, "the edit to apply")
+        toml.chmod(0o640)
         assert client.patch("/v1/config", json={"top-k": 12, "temp": 0.5}).status_code == 200
         answer = client.post("/v1/persist")
         assert answer.status_code == 200, answer.text
         assert sorted(answer.json()["written"]) == ["temperature", "top-k"]
-        document = tomllib.loads(toml.read_text())
+        text = toml.read_text()
+        assert text == commented.replace("temp = 0.45", "temperature = 0.5").replace("top-p = 0.9",
+                                                                                    "top-p = 0.9\ntop-k = 12")
+        document = tomllib.loads(text)
         assert document["top-k"] == 12 and document["temperature"] == 0.5 and document["ctx-size"] == 256
         assert stat.S_IMODE(toml.stat().st_mode) == 0o640
         config = client.get("/v1/config").json()

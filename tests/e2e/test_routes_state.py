@@ -31,7 +31,9 @@ def test_every_entry_is_well_formed() -> None:
     assert len(doc["routes"]) == 50
     for entry in doc["routes"] + doc["conditional_routes"] + doc["behaviours"]:
         assert entry["state"] in STATES
-        assert (entry["divergence"] == "") == (entry["state"] == "supported"), entry
+        assert isinstance(entry["divergence"], list) and all(isinstance(d, str) and d for d in entry["divergence"])
+        assert (entry["divergence"] == []) == (entry["state"] == "supported"), entry
+        assert ("rationale" in entry) == (entry["state"] == "by_design"), entry
         if entry["state"] != "deferred":
             assert entry["test"], entry
 

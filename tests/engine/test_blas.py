@@ -123,3 +123,16 @@ def test_idle_openblas_threads_sleep_soon_unless_the_operator_says(preset: str |
 def test_unknown_mode_is_refused() -> None:
     with pytest.raises(EngineError, match="unknown mode 'fast'"):
         blas.preload("fast")  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the BLAS choice applies to mlx's Linux CPU backend only")
+def test_without_a_system_openblas_the_log_says_what_to_install() -> None:
+    """A fresh interpreter where no OpenBLAS is found: auto falls back to the bundled BLAS and its line names the
+    package to install (issue 28, item 8)."""
+    code = ("import sys; from mlxd.engine import blas; blas.find_openblas = lambda: None; "
+            "blas._has_cuda_backend = lambda: False; print(blas.preload('auto').describe())")
+    result = _run(code)
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith("cpu-blas auto: bundled: no system OpenBLAS found"), line
+    assert "install libopenblas0-pthread" in line and "slower" in line

@@ -140,7 +140,12 @@ def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.Captur
     from mlxd.engine.loader import load_model
 
     assert synth.main(["synth-model", str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
-    assert "preset tiny, 360,832 parameters" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "preset tiny, 360,832 parameters" in printed.out
+    # Each step a person waits for is named on stderr as it starts, with the time so far.
+    steps = [line.split("] ", 1)[1] for line in printed.err.splitlines()]
+    assert [s.split(" ")[0] for s in steps] == ["making", "training", "drawing", "quantizing", "saving"], printed.err
+    assert "360,832 parameters" in steps[2]
     loaded = load_model(tmp_path / "q4")
     tokens = [
         r.token

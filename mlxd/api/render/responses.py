@@ -64,7 +64,13 @@ def response(msg: AssistantMessage, final: FinalEvent, *, resp_id: str, model: s
 
 
 class ResponsesStream:
-    """Turns message diffs into Responses stream events."""
+    """Turns message diffs into Responses stream events.
+
+    Beyond b10621's events, each carries ``sequence_number`` (0, 1, ... in the order sent), and the item and part
+    events ``output_index`` (the item's place in the response's ``output``) and ``content_index`` (the part's place
+    in the item's content): OpenAI's stream carries them, and its SDK's ``responses.stream()`` helper indexes its
+    snapshot by them. A b10621 client ignores fields it does not read.
+    """
 
     def __init__(self, resp_id: str, model: str) -> None:
         self.resp_id = resp_id
@@ -74,72 +80,96 @@ class ResponsesStream:
         self._reasoning_open = False
         self._text_open = False
         self._call_ids: dict[int, str] = {}
+        self._output_index: dict[str, int] = {}  # item id -> its place in the response's output, as opened
+        self._sequence = 0
+
+    def _index(self, item_id: str) -> int:
+        return self._output_index.setdefault(item_id, len(self._output_index))
+
+    def _numbered(self, events: list[Event]) -> list[Event]:
+        for _, data in events:
+            data["sequence_number"] = self._sequence
+            self._sequence += 1
+        return events
 
     def start(self) -> list[Event]:
         head = {"id": self.resp_id, "object": "response", "status": "in_progress"}
-        return [("response.created", {"type": "response.created", "response": head}),
-                ("response.in_progress", {"type": "response.in_progress", "response": dict(head)})]
+        return self._numbered([("response.created", {"type": "response.created", "response": head}),
+                               ("response.in_progress", {"type": "response.in_progress", "response": dict(head)})])
 
     def progress(self, prompt_progress: dict[str, int]) -> list[Event]:
         """Prompt processing so far (``return_progress``): another ``response.in_progress``, as b10621 sends."""
         head = {"id": self.resp_id, "object": "response", "status": "in_progress"}
-        return [("response.in_progress", {"type": "response.in_progress", "response": head,
-                                          "prompt_progress": prompt_progress})]
+        return self._numbered([("response.in_progress", {"type": "response.in_progress", "response": head,
+                                                         "prompt_progress": prompt_progress})])
 
     def diff(self, d: MessageDiff) -> list[Event]:
+        return self._numbered(self._diff(d))
+
+    def _diff(self, d: MessageDiff) -> list[Event]:
         events: list[Event] = []
         if d.reasoning:
             if not self._reasoning_open:
                 self._reasoning_open = True
                 events.append(("response.output_item.added", {"type": "response.output_item.added", "item": {
                     "id": self.reasoning_id, "summary": [], "type": "reasoning", "content": [],
-                    "encrypted_content": "", "status": "in_progress"}}))
+                    "encrypted_content": "", "status": "in_progress"}, "output_index": self._index(self.reasoning_id)}))
             events.append(("response.reasoning_text.delta", {"type": "response.reasoning_text.delta",
-                                                              "delta": d.reasoning, "item_id": self.reasoning_id}))
+                                                              "delta": d.reasoning, "item_id": self.reasoning_id,
+                                                              "output_index": self._index(self.reasoning_id),
+                                                              "content_index": 0}))
         if d.content:
             if not self._text_open:
                 self._text_open = True
                 events.append(("response.output_item.added", {"type": "response.output_item.added", "item": {
                     "content": [], "id": self.message_id, "role": "assistant", "status": "in_progress",
-                    "type": "message"}}))
+                    "type": "message"}, "output_index": self._index(self.message_id)}))
                 events.append(("response.content_part.added", {"type": "response.content_part.added",
                                                                 "item_id": self.message_id,
-                                                                "part": {"type": "output_text", "text": ""}}))
+                                                                "part": {"type": "output_text", "text": ""},
+                                                                "output_index": self._index(self.message_id),
+                                                                "content_index": 0}))
             events.append(("response.output_text.delta", {"type": "response.output_text.delta",
-                                                           "item_id": self.message_id, "delta": d.content}))
+                                                           "item_id": self.message_id, "delta": d.content,
+                                                           "output_index": self._index(self.message_id),
+                                                           "content_index": 0}))
         if d.tool_index is not None:
             if d.tool_name and d.tool_index not in self._call_ids:
                 self._call_ids[d.tool_index] = d.tool_id
                 events.append(("response.output_item.added", {"type": "response.output_item.added", "item": {
                     "id": "fc_" + d.tool_id, "arguments": "", "call_id": "call_" + d.tool_id, "name": d.tool_name,
-                    "type": "function_call", "status": "in_progress"}}))
+                    "type": "function_call", "status": "in_progress"}, "output_index": self._index("fc_" + d.tool_id)}))
             if d.tool_arguments:
+                item_id = "fc_" + self._call_ids.get(d.tool_index, "")
                 events.append(("response.function_call_arguments.delta", {
                     "type": "response.function_call_arguments.delta", "delta": d.tool_arguments,
-                    "item_id": "fc_" + self._call_ids.get(d.tool_index, "")}))
+                    "item_id": item_id, "output_index": self._index(item_id)}))
         return events
 
     def finish(self, msg: AssistantMessage, final: FinalEvent) -> list[Event]:
         events: list[Event] = []
-        output: list[dict[str, Any]] = []
+        done: list[tuple[int, dict[str, Any]]] = []  # (output index, item)
+
+        def item_done(item: dict[str, Any]) -> None:
+            index = self._index(item["id"])
+            events.append(("response.output_item.done", {"type": "response.output_item.done", "item": item,
+                                                         "output_index": index}))
+            done.append((index, item))
+
         if msg.reasoning:
-            item = _reasoning_item(self.reasoning_id, msg.reasoning)
-            events.append(("response.output_item.done", {"type": "response.output_item.done", "item": item}))
-            output.append(item)
+            item_done(_reasoning_item(self.reasoning_id, msg.reasoning))
         if msg.content:
+            at = {"output_index": self._index(self.message_id), "content_index": 0}
             events.append(("response.output_text.done", {"type": "response.output_text.done",
-                                                          "item_id": self.message_id, "text": msg.content}))
+                                                          "item_id": self.message_id, "text": msg.content, **at}))
             events.append(("response.content_part.done", {"type": "response.content_part.done",
                                                            "item_id": self.message_id,
-                                                           "part": _text_part(msg.content)}))
-            item = _message_item(self.message_id, msg.content)
-            events.append(("response.output_item.done", {"type": "response.output_item.done", "item": item}))
-            output.append(item)
+                                                           "part": _text_part(msg.content), **at}))
+            item_done(_message_item(self.message_id, msg.content))
         for call in msg.tool_calls:
-            item = _call_item(call.id, call.name, call.arguments)
-            events.append(("response.output_item.done", {"type": "response.output_item.done", "item": item}))
-            output.append(item)
+            item_done(_call_item(call.id, call.name, call.arguments))
+        output = [item for _, item in sorted(done, key=lambda pair: pair[0])]
         events.append(("response.completed", {"type": "response.completed", "response": {
             "id": self.resp_id, "object": "response", "created_at": int(time.time()), "status": "completed",
             "model": self.model, "output": output, "usage": _usage(final)}}))
-        return events
+        return self._numbered(events)

@@ -10,15 +10,43 @@ from pathlib import Path
 import pytest
 
 from mlxd.admin.client import ClientError, _pairs, _parser, render_status
-from mlxd.admin.persist import merged_document, write_atomically
+from mlxd.admin.persist import merged_text, write_atomically
 from mlxd.admin.routes.events import frame
 
 
-def test_merged_document_uses_canonical_names_once() -> None:
-    current = {"c": 512, "temp": 0.3, "models": {"x": {"ctx-size": 64}}, "top-k": 3}
-    doc, written, removed = merged_document(current, {"ctx-size": 1024, "temperature": 0.1, "top-k": None})
-    assert doc == {"ctx-size": 1024, "temperature": 0.1, "models": {"x": {"ctx-size": 64}}}
+def test_merged_text_uses_canonical_names_once() -> None:
+    current = 'c = 512\ntemp = 0.3\ntop-k = 3\nctx-size = 8\n[models.x]\nctx-size = 64\n'
+    text, written, removed = merged_text(current, {"ctx-size": 1024, "temperature": 0.1, "top-k": None})
+    assert tomllib.loads(text) == {"ctx-size": 1024, "temperature": 0.1, "models": {"x": {"ctx-size": 64}}}
     assert written == ["ctx-size", "temperature"] and removed == ["top-k"]
+
+
+COMMENTED = """# mlxd on this host: edited by hand, keep the notes
+# The context of the long-document service.
+c = 512  # small on purpose
+
+temp = 0.3   # sampling
+top-k = 3
+
+# per model
+[models.x]
+ctx-size = 64  # tiny
+"""
+
+
+def test_merged_text_keeps_comments_blank_lines_and_order() -> None:
+    text, _, _ = merged_text(COMMENTED, {"ctx-size": 1024, "temperature": 0.1, "top-k": None, "n-predict": 16})
+    assert text == """# mlxd on this host: edited by hand, keep the notes
+# The context of the long-document service.
+ctx-size = 1024  # small on purpose
+
+temperature = 0.1   # sampling
+n-predict = 16
+
+# per model
+[models.x]
+ctx-size = 64  # tiny
+"""
 
 
 def test_write_atomically_keeps_the_mode(tmp_path: Path) -> None:
@@ -58,3 +86,8 @@ def test_event_frames_are_sse() -> None:
     text = frame(event)
     assert text.startswith("id: 4\nevent: committed\ndata: ") and text.endswith("\n\n")
     assert json.loads(text.splitlines()[2][len("data: "):]) == event
+
+
+def test_a_new_key_follows_the_last_key_of_a_file_without_tables() -> None:
+    text, written, _ = merged_text("# notes\nc = 8  # ctx\n", {"top-k": 4})
+    assert text == "# notes\nc = 8  # ctx\ntop-k = 4\n" and written == ["top-k"]

@@ -89,6 +89,18 @@ def test_responses_items_whole_and_streamed() -> None:
     assert "response.reasoning_text.delta" in names and "response.function_call_arguments.delta" in names
     done = events[-1][1]["response"]
     assert [i["type"] for i in done["output"]] == ["reasoning", "message", "function_call"]
+    # OpenAI's indices (issue 28, item 16): every event numbered in order; items placed as they were opened.
+    assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
+    placed = {data["item"]["id"]: data["output_index"] for name, data in events if name == "response.output_item.added"}
+    assert sorted(placed.values()) == [0, 1, 2]
+    assert [placed[i["id"]] for i in done["output"]] == [0, 1, 2]
+    for name, data in events:
+        if "item_id" in data:
+            assert data["output_index"] == placed[data["item_id"]], name
+        if name.startswith(("response.output_text", "response.content_part", "response.reasoning_text")):
+            assert data["content_index"] == 0, name
+        if name == "response.output_item.done":
+            assert data["output_index"] == placed[data["item"]["id"]]
 
 
 def test_no_tool_parsing_keeps_the_markup_as_content() -> None:

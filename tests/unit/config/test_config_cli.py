@@ -29,7 +29,7 @@ def _errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def test_unknown_option_and_bad_values_one_line_each(tmp_path: Path) -> None:
-    proc = run("config", "explain", "--", "--ctx-sise", "4", "--port", "http", "-ngl", "12",
+    proc = run("config", "explain", "--", "--ctx-sise", "4", "--port", "http", "-dev", "CUDA0",
                env={"LLAMA_ARG_JINJA": "maybe"}, cwd=tmp_path)
     assert proc.returncode == 2
     errors = _errors(proc)
@@ -37,7 +37,7 @@ def test_unknown_option_and_bad_values_one_line_each(tmp_path: Path) -> None:
     assert "error: cli: invalid argument: --ctx-sise; did you mean --ctx-size?" in errors
     assert "error: cli:--port: port='http': expected an integer" in errors
     assert any(e.startswith("error: env:LLAMA_ARG_JINJA: jinja='maybe': invalid boolean value") for e in errors)
-    assert any(e.startswith("error: cli:-ngl: n-gpu-layers='12': not supported by mlxd") for e in errors)
+    assert any(e.startswith("error: cli:-dev: device='CUDA0': not supported by mlxd") for e in errors)
 
 
 def test_malformed_toml_names_line_and_column(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ REFUSED = [
     (["--rpc", "10.0.0.2:50052"], "rpc", "RPC"),
     (["--mlock"], "mlock", "lock"),
     (["--numa", "distribute"], "numa", "NUMA"),
-    (["-ngl", "20"], "n-gpu-layers", "partial GPU offload"),
+    (["-dev", "CUDA0"], "device", "ggml backend names"),
     (["-ctk", "iq4_nl"], "cache-type-k", "codebook"),
     (["-ctv", "iq4_nl"], "cache-type-v", "codebook"),
     (["--fim-qwen-7b-default"], "fim-qwen-7b-default", "built-in presets"),
@@ -46,7 +46,10 @@ def test_refused_with_value_reason_and_alternative(resolve_in, argv, option, why
     assert ";" in problem.message  # reason; alternative
 
 
-INERT = [["-ngl", "99"], ["-ngl", "all"], ["-ngl", "auto"], ["-ngl", "-1"], ["-fa", "on"], ["-fa", "auto"],
+# -ngl N and -ngl 0 are decided against the checkpoint's layer count and MLX's device when the model loads
+# (tests/engine/test_placement.py), so any count is accepted here.
+INERT = [["-ngl", "99"], ["-ngl", "all"], ["-ngl", "auto"], ["-ngl", "-1"], ["-ngl", "0"], ["-ngl", "33"],
+         ["-dev", "none"], ["-devd", "none"], ["-ngld", "99"], ["-fa", "on"], ["-fa", "auto"],
          ["--threads", "-1"], ["-t", "8"], ["-tb", "4"], ["-ctk", "f16"], ["-ctv", "f16"], ["--spec-type", "none"],
          ["-nkvo"], ["--no-mmap"], ["--no-repack"], ["--poll", "10"], ["-sm", "layer"], ["-mg", "0"],
          ["--no-mmproj"], ["--spec-draft-n-max", "3"], ["-dio"], ["--fit", "off"],
@@ -63,8 +66,8 @@ def test_inert_values_are_accepted(resolve_in, argv):
 
 def test_every_problem_is_reported_at_once(resolve_in):
     with pytest.raises(ConfigError) as info:
-        resolve_in(["--mlock", "-ngl", "3", "--numa", "isolate", "-c", "x"])
-    assert {p.option for p in info.value.problems} == {"mlock", "n-gpu-layers", "numa", "ctx-size"}
+        resolve_in(["--mlock", "-dev", "Metal", "--numa", "isolate", "-c", "x"])
+    assert {p.option for p in info.value.problems} == {"mlock", "device", "numa", "ctx-size"}
 
 
 def test_models_dir_with_model_contradicts(resolve_in, tmp_path: Path):
@@ -98,7 +101,7 @@ def test_refusals_apply_to_env_and_toml_too(resolve_in, tmp_path: Path):
     with pytest.raises(ConfigError) as info:
         resolve_in([], {"LLAMA_ARG_MLOCK": "1"})
     assert info.value.problems[0].source == "env:LLAMA_ARG_MLOCK"
-    toml = write(tmp_path / "a.toml", "\nngl = 10\n")
+    toml = write(tmp_path / "a.toml", '\ndevice = "CUDA0"\n')
     with pytest.raises(ConfigError) as info:
         resolve_in(["--config", toml])
     assert info.value.problems[0].source == f"toml:{toml}:2"

@@ -102,3 +102,15 @@ def test_configuration_page_is_current() -> None:
 
     page = Path(docs.__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert page.read_text(encoding="utf-8") == docs.render(), "run: python -m mlxd.config.docs"
+
+
+def test_a_default_that_follows_another_option_is_documented_as_such(resolve_in, tmp_path: Path) -> None:
+    """watch-config is on with --config and off without: the page says both, as the resolver does."""
+    from mlxd.config import docs
+
+    [row] = [line for line in docs.render().splitlines() if line.startswith("| `watch-config` |")]
+    assert "| true with `--config`, else false |" in row
+    toml = tmp_path / "m.toml"
+    toml.write_text("ctx-size = 64\n")
+    assert resolve_in(["--config", str(toml)]).config.watch_config is True
+    assert resolve_in([]).config.watch_config is False
