@@ -30,7 +30,7 @@ from mlxd.errors import AdminError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel, ServingState
+    from mlxd.api import ServedModel, ServingState
     from mlxd.daemon.pool_change import PoolChange, PoolStep
     from mlxd.daemon.router import ModelPool
 
@@ -90,6 +90,7 @@ class Controller(ModelLifecycle):
         Raises MlxdError when the configuration cannot be served (the daemon then exits)."""
         from mlxd.daemon.loading import load_router_model
         from mlxd.daemon.router import ModelPool
+        from mlxd.api import sleeping_views
         from mlxd.daemon.sleep import Sleeper
 
         async with self.lock:
@@ -115,7 +116,7 @@ class Controller(ModelLifecycle):
                     what = served.name
                 self.serving.model = served
                 # A single-model server sleeps when idle (--sleep-idle-seconds); the router's pool does that itself.
-                self.serving.sleeper = Sleeper(self.serving, self)
+                self.serving.sleeper = Sleeper(self.serving, self, sleeping_views)
             self.serving.config = desired.config
             self._commit("startup", (), desired.config_hash)
             return what

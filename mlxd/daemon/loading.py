@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from mlxd.errors import EngineError, MlxdError
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel
+    from mlxd.api import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
     from mlxd.engine.chat import ChatTemplate
     from mlxd.engine.loader import LoadedModel
@@ -52,7 +52,7 @@ def _serve_on_own_thread(spec: "ModelSpec") -> "ServedModel":
 
 def _serve(spec: "ModelSpec") -> "ServedModel":
     """Load the checkpoint ``spec`` names, with its template, sampling defaults and a started worker."""
-    from mlxd.api.state import ServedModel
+    from mlxd.api import ServedModel
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loader import load_model
     from mlxd.engine.lora import attach_adapters, check_adapters

@@ -20,7 +20,7 @@ from mlxd.errors import MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel, ServingState
+    from mlxd.api import ServedModel, ServingState
 
 log = logging.getLogger("mlxd.daemon.reconcile")
 

@@ -90,7 +90,7 @@ def _admin(cfg: Config, env: Mapping[str, str]) -> None:
 
 def _api_key_file(path: str) -> None:
     """b10621 reads --api-key-file while parsing its arguments and stops when it cannot open the file."""
-    from mlxd.api.middleware import read_key_file
+    from mlxd.api import read_key_file
 
     try:
         read_key_file(path)

@@ -25,7 +25,7 @@ from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel
+    from mlxd.api import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon.router")

@@ -14,7 +14,7 @@ from mlxd.errors import RequestError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel
+    from mlxd.api import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
@@ -68,7 +68,7 @@ def visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:
 
 def meta(served: "ServedModel") -> dict[str, Any]:
     """The loaded model's facts as b10621's ``meta`` object."""
-    from mlxd.api.model_facts import ftype, n_embd
+    from mlxd.api import ftype, n_embd
 
     loaded = served.loaded
     return {"vocab_type": True, "n_vocab": loaded.vocab_size, "n_ctx": served.worker.n_ctx_slot,

@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel
+    from mlxd.api import ServedModel
     from mlxd.config import Config, ResolvedConfig
 
 

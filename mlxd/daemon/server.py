@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
     from mlxd.daemon.router import ModelPool
     from mlxd.daemon.sleep import Sleeper
-    from mlxd.api.state import ServedModel, ServingState
+    from mlxd.api import ServedModel, ServingState
     from mlxd.config import Config, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon")
@@ -114,7 +114,7 @@ class Daemon:
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
         from mlxd.admin import admin_endpoint
-        from mlxd.api.offload import freeze_startup_objects, share_one_heap
+        from mlxd.api import freeze_startup_objects, share_one_heap
 
         share_one_heap()  # before the model's and the pool's threads allocate
         loop = asyncio.get_running_loop()
@@ -153,9 +153,7 @@ class Daemon:
         """Bind the public listener and start serving on it; routes answer 503 until a model is in service."""
         # First: importing the api imports mlx_lm, which must happen with its own setrlimit disabled (listen.py).
         open_files = raise_open_files_limit()
-        from mlxd.api import gcp
-        from mlxd.api.app import api_prefix, create_app
-        from mlxd.api.state import ServingState
+        from mlxd.api import ServingState, api_prefix, create_app, gcp
         from mlxd.daemon import sleep
 
         cfg = self.resolved.config
@@ -296,7 +294,7 @@ class Daemon:
 
         async def _refuse_while_draining(request: Request) -> HTTPResponse | None:
             if self.state is DaemonState.DRAINING:
-                from mlxd.api.errors import json_error
+                from mlxd.api import json_error
 
                 response = json_error(503, "the server is shutting down", "unavailable_error")
                 response.headers["Connection"] = "close"

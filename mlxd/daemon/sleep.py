@@ -13,16 +13,18 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from sanic import DefaultSanic, HTTPResponse, Request, Sanic
 
-from mlxd.api.app import api_prefix
-from mlxd.api.errors import json_response
+from mlxd.api import api_prefix, json_response
 
 if TYPE_CHECKING:
-    from mlxd.api.state import ServedModel, ServingState
+    from mlxd.api import ServedModel, ServingState
     from mlxd.daemon.controller import Controller
+
+# The bodies sleeping routes answer, taken from the model in service as it falls asleep (mlxd.api.sleeping_views).
+Views = Callable[["ServingState", "ServedModel"], dict[str, dict[str, Any]]]
 
 log = logging.getLogger("mlxd.daemon.sleep")
 
@@ -36,9 +38,10 @@ READ_ONLY = ("/metrics",)
 class Sleeper:
     """Puts the served model to sleep when idle and wakes it for the next request that needs it."""
 
-    def __init__(self, serving: "ServingState", controller: "Controller") -> None:
+    def __init__(self, serving: "ServingState", controller: "Controller", views: Views) -> None:
         self.serving = serving
         self.controller = controller
+        self.views = views
         self.last_active = time.monotonic()
         self._cached: dict[str, dict[str, Any]] = {}
         self._name = ""
@@ -70,14 +73,11 @@ class Sleeper:
 
     async def sleep(self) -> None:
         """Cache what sleeping routes answer, and ask the controller to take the model out of service."""
-        from mlxd.api.routes.models import models_body
-        from mlxd.api.routes.props import props_body
 
         def still_idle(served: "ServedModel") -> bool:
             if served.worker.n_in_flight or len(self.pending):
                 return False
-            self._cached = {"/props": props_body(self.serving, served, sleeping=True)}
-            self._cached["/models"] = self._cached["/v1/models"] = models_body(self.serving, served)
+            self._cached = self.views(self.serving, served)
             return True
 
         name = await self.controller.sleep(still_idle)

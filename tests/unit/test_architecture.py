@@ -46,6 +46,32 @@ def test_imports_point_down(room: str) -> None:
     assert not offenders, sorted(offenders)
 
 
+# Rooms that reach another only through its public face (its __init__), not into its modules.
+FACES = {"daemon": {"api"}, "admin": {"api"}}
+
+
+def _modules_reached(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+    return out
+
+
+@pytest.mark.parametrize("room", sorted(FACES))
+def test_rooms_meet_at_public_faces(room: str) -> None:
+    offenders = {
+        f"{path.relative_to(PACKAGE.parent)} imports {module}"
+        for path in (PACKAGE / room).rglob("*.py")
+        for module in _modules_reached(path)
+        for other in FACES[room]
+        if module.startswith(f"mlxd.{other}.")
+    }
+    assert not offenders, sorted(offenders)
+
+
 def test_every_room_is_known() -> None:
     rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert rooms == set(ALLOWED)
