@@ -5,29 +5,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from sanic import DefaultSanic, HTTPResponse, Request, Sanic
 from sanic import exceptions as sanic_exc
 from sanic.handlers import ErrorHandler
 
-from mlxd import json_out
 from mlxd.admin.auth import check_bearer
 from mlxd.admin.host import AdminHost, daemon_state
+from mlxd.admin.responses import error_response
+from mlxd.admin.routes import blueprints
 from mlxd.errors import AdminError, MlxdError
 
 log = logging.getLogger("mlxd.admin")
-
-JSON = "application/json"
-
-
-def json_response(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> HTTPResponse:
-    return HTTPResponse(json_out.dumps(payload, separators=None), status=status, headers=headers, content_type=JSON)
-
-
-def error_response(code: str, message: str, status: int) -> HTTPResponse:
-    return json_response({"error": {"code": code, "message": message}}, status)
-
 
 class AdminErrorHandler(ErrorHandler):
     """Every exception on the admin listener ends here; a traceback is logged, never sent."""
@@ -70,8 +59,6 @@ def _gate(host: AdminHost, request: Request) -> None:
 
 def create_admin_app(host: AdminHost, *, token: str | None, name: str) -> DefaultSanic:
     """The admin app for ``host`` (the daemon); ``token`` is required from clients when given."""
-    from mlxd.admin.routes import blueprints
-
     app = Sanic(name, configure_logging=False, error_handler=AdminErrorHandler(), strict_slashes=True)
     app.config.KEEP_ALIVE_TIMEOUT = 5
     app.config.REQUEST_MAX_SIZE = 8 * 1024 * 1024

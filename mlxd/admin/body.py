@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sanic import HTTPResponse, Request
 
-from mlxd.admin.app import json_response
+from mlxd.admin.responses import json_response
 from mlxd.errors import AdminError
 from mlxd.schemas.admin import ChangeResponse
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.admin.app import json_response
+from mlxd.admin.responses import json_response
 from mlxd.admin.host import AdminController
 from mlxd.admin.body import change_response, document, if_match, json_object
 from mlxd.admin.persist import persist_overrides

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.admin.app import json_response
+from mlxd.admin.responses import json_response
 from mlxd.admin.body import change_response, json_object
 from mlxd.admin.host import AdminController, AdminHost, model_label, models, serving_state
 from mlxd.config import UNSET

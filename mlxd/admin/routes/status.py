@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.admin.app import json_response
+from mlxd.admin.responses import json_response
 from mlxd.admin.host import status as status_of
 
 bp = Blueprint("admin_status")
