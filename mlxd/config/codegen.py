@@ -12,7 +12,8 @@ from pathlib import Path
 from mlxd.config.options import OptionSpec, ValueType, table
 
 _TYPES = {ValueType.INT: "int", ValueType.FLOAT: "float", ValueType.STR: "str", ValueType.BOOL: "bool",
-          ValueType.LIST: "list[str]", ValueType.PAIR: "list[str]"}
+          ValueType.LIST: "list[str]", ValueType.PAIR: "list[str]",
+          ValueType.SCALED: "list[tuple[str, float]]"}
 
 HEADER = '''"""The typed configuration, one attribute per option. Generated: ``python -m mlxd.config.codegen``."""
 

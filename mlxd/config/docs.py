@@ -128,7 +128,7 @@ declares it:
 """
 
 _TYPE = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "list": "list",
-         "pair": "two values"}
+         "pair": "two values", "scaled": "list of FNAME:SCALE"}
 
 
 def _cell(text: str) -> str:

@@ -20,10 +20,11 @@ def lora_scaled(item: str) -> tuple[str, float]:
     return fname, scale
 
 
-def lora_adapters(lora: Sequence[str], scaled: Sequence[str], init_without_apply: bool) -> list[tuple[str, float]]:
+def lora_adapters(lora: Sequence[str], scaled: Sequence[tuple[str, float]],
+                  init_without_apply: bool) -> list[tuple[str, float]]:
     """The adapters a configuration loads, in id order: ``--lora`` (scale 1), then ``--lora-scaled``; every scale
     0 with ``--lora-init-without-apply`` (applied later through ``POST /lora-adapters``)."""
-    adapters = [(str(p), 1.0) for p in lora if str(p)] + [lora_scaled(item) for item in scaled]
+    adapters = [(str(p), 1.0) for p in lora if str(p)] + [(str(p), float(s)) for p, s in scaled]
     return [(path, 0.0) for path, _ in adapters] if init_without_apply else adapters
 
 

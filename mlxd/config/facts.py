@@ -146,7 +146,7 @@ check-tensors           bool   false       inert
 override-kv             list   []          split refuse
 op-offload              bool   true        inert
 lora                    list   []          split append effect=adapters
-lora-scaled             list   []          split append dom=lora_scaled effect=adapters
+lora-scaled             scaled []          split append effect=adapters
 control-vector          list   []          split append refuse why=control-vector
 control-vector-scaled   list   []          split append refuse why=control-vector
 control-vector-layer-range pair? ~         refuse why=control-vector

@@ -130,7 +130,7 @@ class Config(BaseModel):
     override_kv: list[str] = Field(default_factory=lambda: [])
     op_offload: bool = True
     lora: list[str] = Field(default_factory=lambda: [])
-    lora_scaled: list[str] = Field(default_factory=lambda: [])
+    lora_scaled: list[tuple[str, float]] = Field(default_factory=lambda: [])
     control_vector: list[str] = Field(default_factory=lambda: [])
     control_vector_scaled: list[str] = Field(default_factory=lambda: [])
     control_vector_layer_range: list[str] | None = None

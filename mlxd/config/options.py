@@ -36,6 +36,7 @@ class ValueType(enum.Enum):
     BOOL = "bool"
     LIST = "list"  # list[str]
     PAIR = "pair"  # list[str] of two
+    SCALED = "scaled"  # list of (FNAME, SCALE) pairs, given as FNAME:SCALE (--lora-scaled)
 
 
 TREATMENTS = ("deferred", "supported", "inert", "refuse", "removed")
@@ -113,6 +114,9 @@ def _parse_default(token: str, vtype: ValueType) -> Any:
         return list(facts.DRY_SEQUENCE_BREAKERS)
     if vtype is ValueType.LIST:
         return [] if token == "[]" else token.split(",")
+    if vtype is ValueType.SCALED:
+        assert token == "[]", "a scaled list defaults to empty"
+        return []
     if vtype is ValueType.INT:
         return int(token)
     if vtype is ValueType.FLOAT:

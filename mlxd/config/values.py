@@ -94,11 +94,24 @@ def _check_domain(spec: OptionSpec, value: Any) -> None:
             raise BadValue("expected an integer from 0 to 100")
         elif spec.domain == "json_object" and not _is_json_object(item):
             raise BadValue("expected a JSON object, e.g. '{\"enable_thinking\": false}'")
-        elif spec.domain in ("lora_scaled", "logit_bias"):
+        elif spec.domain == "logit_bias":
             try:
-                (domains.lora_scaled if spec.domain == "lora_scaled" else domains.logit_bias_entry)(str(item))
+                domains.logit_bias_entry(str(item))
             except ValueError as exc:
                 raise BadValue(str(exc)) from None
+
+
+def _scaled(item: Any) -> tuple[str, float]:
+    """One (FNAME, SCALE) pair: ``FNAME:SCALE`` text, or a two-item array from a typed document (TOML, JSON)."""
+    if isinstance(item, str):
+        try:
+            return domains.lora_scaled(item)
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
+    if isinstance(item, (list, tuple)) and len(item) == 2 and isinstance(item[0], str) and item[0] \
+            and isinstance(item[1], (int, float)) and not isinstance(item[1], bool) and math.isfinite(item[1]):
+        return item[0], float(item[1])
+    raise BadValue("expected FNAME:SCALE or [FNAME, SCALE] with a finite number as SCALE")
 
 
 def _is_json_object(text: Any) -> bool:
@@ -138,6 +151,8 @@ def parse_text(spec: OptionSpec, text: str | list[str]) -> Any:
         value = parse_bool_value(text)
     elif vt is ValueType.LIST:
         value = split_list(spec, text)
+    elif vt is ValueType.SCALED:
+        value = [_scaled(item) for item in split_list(spec, text)]
     else:
         value = text
     _check_domain(spec, value)
@@ -157,6 +172,12 @@ def parse_native(spec: OptionSpec, raw: Any) -> Any:
         return raw
     if isinstance(raw, bool):
         raise BadValue(f"expected {_expected(spec)}, not a boolean")
+    if vt is ValueType.SCALED:
+        if isinstance(raw, str):
+            return parse_text(spec, raw)
+        if not isinstance(raw, (list, tuple)):
+            raise BadValue("expected FNAME:SCALE strings or [FNAME, SCALE] pairs")
+        return [_scaled(item) for item in raw]
     if vt in (ValueType.LIST, ValueType.PAIR):
         if isinstance(raw, str):
             return parse_text(spec, raw) if vt is ValueType.LIST else parse_text(spec, raw.split())
@@ -189,7 +210,8 @@ def parse_native(spec: OptionSpec, raw: Any) -> Any:
 
 def _expected(spec: OptionSpec) -> str:
     return {ValueType.INT: "an integer", ValueType.FLOAT: "a number", ValueType.STR: "a string",
-            ValueType.LIST: "a list", ValueType.PAIR: "two values", ValueType.BOOL: "a boolean"}[spec.value_type]
+            ValueType.LIST: "a list", ValueType.PAIR: "two values", ValueType.BOOL: "a boolean",
+            ValueType.SCALED: "FNAME:SCALE pairs"}[spec.value_type]
 
 
 def flag_value(spec: OptionSpec, spelling: str) -> bool:

@@ -36,7 +36,7 @@ def lora_overrides(cfg: "Config", scales: Mapping[int, float]) -> dict[str, Any]
     """The admin-layer options that give the same adapters the server-wide ``scales`` (id -> scale): every adapter
     moves to ``lora-scaled`` (FNAME:SCALE, in id order, so ids stay), ``lora`` and ``lora-init-without-apply``
     are cleared where they were set."""
-    values: dict[str, Any] = {"lora-scaled": [f"{path}:{float(scales.get(i, 0.0))!r}"
+    values: dict[str, Any] = {"lora-scaled": [(path, float(scales.get(i, 0.0)))
                                               for i, (path, _) in enumerate(adapter_set(cfg))]}
     if cfg.lora:
         values["lora"] = []

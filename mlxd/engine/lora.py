@@ -39,15 +39,11 @@ class AdapterSpec:
     scale: float = 1.0
 
 
-def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[str],
+def adapter_specs(lora: Sequence[str], lora_scaled: Sequence[tuple[str, float]],
                   init_without_apply: bool = False) -> list[AdapterSpec]:
-    """The adapters of ``--lora`` (scale 1) then ``--lora-scaled FNAME:SCALE``; all at 0 with
-    ``--lora-init-without-apply``. The configuration parses ``FNAME:SCALE`` (mlxd.config.domains), so a value that
-    reached a Config always reads; this refuses one given another way."""
-    try:
-        return [AdapterSpec(path, scale) for path, scale in lora_adapters(lora, lora_scaled, init_without_apply)]
-    except ValueError as exc:
-        raise EngineError(f"--lora-scaled: {exc}") from exc
+    """The adapters of ``--lora`` (scale 1) then ``--lora-scaled`` (the configuration parsed its FNAME:SCALE
+    values into pairs); all at 0 with ``--lora-init-without-apply``."""
+    return [AdapterSpec(path, scale) for path, scale in lora_adapters(lora, lora_scaled, init_without_apply)]
 
 
 def check_adapters(specs: Sequence[AdapterSpec]) -> list[AdapterSpec]:

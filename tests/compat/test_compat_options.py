@@ -38,7 +38,7 @@ def valid_text(spec: OptionSpec, files: dict[str, str]) -> list[str]:
         return ['{"enable_thinking": false}']
     if spec.domain == "logit_bias":
         return ["15043+1"]
-    if spec.domain == "lora_scaled":
+    if spec.value_type is ValueType.SCALED:
         return ["adapter:0.5"]
     default = spec.default
     if isinstance(default, list):

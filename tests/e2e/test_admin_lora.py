@@ -67,7 +67,7 @@ def test_a_scale_is_admin_config_that_survives_edits_sighup_and_persist(tiny_che
             before = client.get("/v1/status").json()
             assert client.put("/v1/lora", json={"0": 0.5}).status_code == 200
             option = client.get("/v1/config").json()["options"]["lora-scaled"]
-            assert option == {**option, "value": [f"{adapter}:0.5"], "source": "admin"}
+            assert option == {**option, "value": [[adapter, 0.5]], "source": "admin"}  # typed (path, scale) pairs
             status = client.get("/v1/status").json()
             assert status["config_hash"] != before["config_hash"]
             # Live: the loaded adapters took the scale, the model was not loaded again.
@@ -92,7 +92,8 @@ def test_a_scale_is_admin_config_that_survives_edits_sighup_and_persist(tiny_che
             written = client.post("/v1/persist").json()
             assert "lora-scaled" in written["written"], written
             option = client.get("/v1/config").json()["options"]["lora-scaled"]
-            assert option["value"] == [f"{adapter}:0.5"] and option["source"].startswith(f"toml:{toml}")
+            assert option["value"] == [[adapter, 0.5]] and option["source"].startswith(f"toml:{toml}")
+            assert f'lora-scaled = [["{adapter}", 0.5]]' in toml.read_text()
             assert public.get("/lora-adapters").json()[0]["scale"] == 0.5
     finally:
         assert running.stop() == 0

@@ -12,6 +12,7 @@ import mlx.nn as nn
 import pytest
 from mlx.utils import tree_unflatten
 
+from mlxd.config import resolve
 from mlxd.engine.loader import LoadedModel, load_model
 from mlxd.engine.lora import AdapterSpec, LoraSet, adapter_specs, attach_adapters
 from mlxd.engine.lora_layers import MultiLoRALinear
@@ -19,7 +20,7 @@ from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.synth_lora import make_adapter
 from mlxd.engine.types import FinalEvent, TokenEvent
 from mlxd.engine.worker import ModelWorker
-from mlxd.errors import EngineError, InvalidRequest
+from mlxd.errors import ConfigError, EngineError, InvalidRequest
 from tests.engine.conftest import PROMPTS, final, greedy_request
 
 
@@ -176,12 +177,16 @@ def test_the_prompt_cache_never_crosses_lora_states(tiny_model, lora_worker) -> 
 
 
 def test_adapter_specs_from_the_command_line() -> None:
-    assert adapter_specs(["a", "b"], ["c:0.5", "/x:y/d:-1"]) == [
+    """The configuration parses FNAME:SCALE (the last colon splits) into typed pairs, once; bad ones never reach
+    the engine."""
+    cfg = resolve(["--lora", "a", "--lora", "b", "--lora-scaled", "c:0.5,/x:y/d:-1"], {}, read_config_ini=False).config
+    assert cfg.lora_scaled == [("c", 0.5), ("/x:y/d", -1.0)]
+    assert adapter_specs(cfg.lora, cfg.lora_scaled) == [
         AdapterSpec("a"), AdapterSpec("b"), AdapterSpec("c", 0.5), AdapterSpec("/x:y/d", -1.0)]
-    assert [s.scale for s in adapter_specs(["a"], ["c:0.5"], init_without_apply=True)] == [0.0, 0.0]
+    assert [s.scale for s in adapter_specs(["a"], [("c", 0.5)], init_without_apply=True)] == [0.0, 0.0]
     for bad in ("c", "c:", ":1", "c:x", "c:nan"):
-        with pytest.raises(EngineError, match="FNAME:SCALE"):
-            adapter_specs([], [bad])
+        with pytest.raises(ConfigError, match="FNAME:SCALE"):
+            resolve(["--lora-scaled", bad], {}, read_config_ini=False)
 
 
 def test_adapters_that_cannot_be_served_are_refused(tiny_checkpoint, adapters, tmp_path) -> None:

@@ -31,9 +31,9 @@ def _value(spec: OptionSpec) -> st.SearchStrategy[Any]:
         base = st.dictionaries(TEXT, st.booleans() | st.integers(-9, 9) | TEXT, max_size=2).map(json.dumps)
     elif spec.domain == "logit_bias":
         base = st.lists(st.builds(lambda t, b: f"{t}{b:+g}", st.integers(0, 99999), st.integers(-9, 9)), max_size=3)
-    elif spec.domain == "lora_scaled":
+    elif spec.value_type is ValueType.SCALED:
         path = TEXT.filter(lambda t: "," not in t and t.strip() == t and t)
-        base = st.lists(st.builds(lambda p, s: f"{p}:{s:g}", path, st.integers(-9, 9)), max_size=3)
+        base = st.lists(st.tuples(path, st.integers(-9, 9).map(float)), max_size=3)
     elif spec.value_type is ValueType.INT:
         base = st.integers(lo, hi)
     elif spec.value_type is ValueType.FLOAT:
