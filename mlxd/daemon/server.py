@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mlxd.daemon.sleep import Sleeper
     from mlxd.api.state import ServedModel, ServingState
     from mlxd.config import ResolvedConfig
+    from mlxd.web.store import ConversationStore
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -87,6 +88,7 @@ class Daemon:
         self._listener: Listener | None = None
         self._admin_listener: Listener | None = None
         self._admin_server: Any = None
+        self.webui_store: "ConversationStore | None" = None
 
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
@@ -164,6 +166,9 @@ class Daemon:
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
         gcp.install(app, vertex, api_prefix(cfg), float(cfg.timeout or 3600))
+        from mlxd import web
+
+        self.webui_store = web.install(app, self.serving, api_prefix(cfg), self.env)
         self._count_requests(app)
         serving = self.serving
 

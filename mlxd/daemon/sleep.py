@@ -19,6 +19,7 @@ from sanic import HTTPResponse, Request, Sanic
 
 from mlxd.api.app import api_prefix
 from mlxd.api.errors import json_response
+from mlxd.web.paths import STORE_PREFIX
 
 if TYPE_CHECKING:
     from mlxd.api.state import ServedModel, ServingState
@@ -96,8 +97,10 @@ class Sleeper:
         prefix = api_prefix(self.serving.config)
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        if request.method == "OPTIONS" or request.route is None or path in HEALTH or path in READ_ONLY:
-            return None  # a preflight, an unknown route (404) and a health check never wake the model
+        if (request.method == "OPTIONS" or request.route is None or path in HEALTH or path in READ_ONLY
+                or path.startswith(STORE_PREFIX)):
+            # a preflight, an unknown route (404), a health check and the chat page's store never wake the model
+            return None
         if path in CACHED and request.method == "GET":
             asleep = self.serving.sleeping and self.serving.model is None
             cached = self._cached.get(path) if asleep else None
