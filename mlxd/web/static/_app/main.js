@@ -1,6 +1,6 @@
 // The chat page: wires the sidebar, the message list, the composer, settings, models and the API key dialog.
 import { ApiError, onKeyNeeded, request, streamChat } from "./api.js";
-import { editInPlace, fillMessage, messageElement } from "./render.js";
+import { editInPlace, messageElement, streamInto } from "./render.js";
 import { loadModels, loadSettings, openSettings, requestSettings } from "./settings.js";
 import { newId, openStore } from "./store.js";
 import { apiMessages, deepestFrom, pathTo, siblingsOf } from "./tree.js";
@@ -150,7 +150,7 @@ async function generate(parent) {
   let queued = false;
   const paint = () => {
     queued = false;
-    fillMessage(box, answer, null, null);
+    streamInto(box, answer);
     const list = $("messages");
     list.scrollTop = list.scrollHeight;
   };

@@ -59,8 +59,9 @@ export function renderMarkdown(text) {
   return root;
 }
 
-// `code`, **strong**, *em* / _em_, [text](url); everything else is text.
-const INLINE = /(`+)([^`]+?)\1|\*\*([^*]+)\*\*|(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])|(?<!\w)_([^_\s][^_]*?)_(?!\w)|!?\[([^\]]*)\]\(([^)\s]*)\)/g;
+// `code`, **strong**, *em* / _em_, [text](url); everything else is text. Each span is bounded (no newline, at most
+// 400 characters), so an unmatched marker costs a short scan, not one to the end of a long paragraph.
+const INLINE = /(`{1,3})([^`\n]{1,400}?)\1|\*\*([^*\n]{1,400})\*\*|(?<![\w*])\*([^*\s][^*\n]{0,400}?)\*(?![\w*])|(?<!\w)_([^_\s][^_\n]{0,400}?)_(?!\w)|!?\[([^\]\n]{0,400})\]\(([^)\s]{0,2000})\)/g;
 
 export function inlineInto(parent, text) {
   let last = 0;

@@ -26,7 +26,15 @@ export function messageElement(msg, actions, siblings) {
 }
 
 export function fillMessage(box, msg, actions, siblings) {
-  const parts = box.querySelector(".parts");
+  box._stream = null;
+  fillParts(box.querySelector(".parts"), msg);
+  const content = box.querySelector(".content");
+  content.replaceChildren(renderMarkdown(msg.content || ""));
+  if (msg.error) content.append(el("p", "error", "Error: " + msg.error));
+  fillMeta(box.querySelector(".meta"), msg, actions, siblings);
+}
+
+function fillParts(parts, msg) {
   parts.replaceChildren();
   for (const a of msg.attachments || []) parts.append(attachmentElement(a));
   if (msg.reasoning) {
@@ -40,10 +48,43 @@ export function fillMessage(box, msg, actions, siblings) {
     d.append(el("summary", "", "Tool call: " + (call.name || "")), el("pre", "", call.arguments || ""));
     parts.append(d);
   }
+}
+
+// While an answer streams: blocks that have ended (up to the last blank line outside a code fence) are rendered
+// once and kept; only the open block at the end is rendered again, so a long answer costs the same per frame as a
+// short one. The result is the same as rendering the whole text, whose blocks also split at blank lines.
+export function streamInto(box, msg) {
   const content = box.querySelector(".content");
-  content.replaceChildren(renderMarkdown(msg.content || ""));
-  if (msg.error) content.append(el("p", "error", "Error: " + msg.error));
-  fillMeta(box.querySelector(".meta"), msg, actions, siblings);
+  if (!box._stream) {
+    box._stream = { done: 0, closed: el("div", "closed"), open: el("div", "open") };
+    content.replaceChildren(box._stream.closed, box._stream.open);
+  }
+  const state = box._stream;
+  const text = msg.content || "";
+  const cut = lastBlockEnd(text, state.done);
+  if (cut > state.done) {
+    state.closed.append(renderMarkdown(text.slice(state.done, cut)));
+    state.done = cut;
+  }
+  state.open.replaceChildren(renderMarkdown(text.slice(state.done)));
+  if (msg.reasoning || (msg.tool_calls || []).length) {
+    const parts = box.querySelector(".parts");
+    const opened = parts.querySelector("details.reasoning")?.open;  // a reader who opened it keeps it open
+    fillParts(parts, msg);
+    if (opened) parts.querySelector("details.reasoning").open = true;
+  }
+}
+
+function lastBlockEnd(text, from) {
+  let fences = 0;
+  let cut = from;
+  const re = /^[ \t]*(```|~~~)|\n\n/gm;
+  re.lastIndex = from;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    if (m[1]) fences++;
+    else if (fences % 2 === 0) cut = m.index + 2;
+  }
+  return cut;
 }
 
 function fillMeta(meta, msg, actions, siblings) {
