@@ -93,9 +93,11 @@ def install_static(app: Sanic, state: object, prefix: str) -> None:
             return None
         path = request.path
         if prefix:
-            if not (path == prefix or path.startswith(prefix + "/")):
+            if path == prefix:  # the page's relative URLs need the trailing slash
+                return HTTPResponse(status=308, headers={"Location": prefix + "/"})
+            if not path.startswith(prefix + "/"):
                 return None
-            path = path[len(prefix):] or "/"
+            path = path[len(prefix):]
         root = str(getattr(config, "path", "") or "")
         if root:
             target = confined(Path(root), path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 from tests.e2e.conftest import BIN
@@ -78,3 +79,17 @@ def test_bad_webui_options_are_refused_before_anything_loads(tmp_path: Path, tin
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 2, (flag, value, result.stderr)
         assert flag.lstrip("-") in result.stderr
+
+
+def test_the_page_is_served_under_the_api_prefix(start_server, tmp_path: Path) -> None:
+    server = start_server("--api-prefix", "/llm", "--state-dir", str(tmp_path / "state"), wait_ready=False)
+    with server.client() as client:
+        deadline = time.monotonic() + 120  # the fixture's readiness probe does not know the prefix
+        while client.get("/llm/health").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        redirect = client.get("/llm")
+        assert redirect.status_code == 308 and redirect.headers["location"] == "/llm/"
+        assert "<!doctype html>" in client.get("/llm/").text
+        assert client.get("/llm/_app/main.js").status_code == 200
+        assert client.get("/_app/main.js").status_code == 404
+        assert client.get("/llm/webui/store").json()["enabled"] is True
