@@ -320,6 +320,8 @@ class Daemon:
         if not drained and not await self.in_flight.wait_idle(FLUSH_SECONDS):
             log.warning("%d request(s) still open after the in-band error; closing them", self.in_flight.count)
         await self._stop_server(server)
+        if self.webui_store is not None:  # after the last request: no store call can still be queued
+            await asyncio.to_thread(self.webui_store.close)
         self.state = DaemonState.STOPPED
         log.info("stopped")
 
