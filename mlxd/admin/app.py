@@ -69,6 +69,9 @@ def create_admin_app(host: AdminHost, *, token: str | None, name: str) -> Defaul
     @app.on_request
     async def _auth_and_gate(request: Request) -> None:
         request.ctx.started = time.monotonic()
+        route = request.route
+        if route is not None and getattr(route.ctx, "kind", "") == "page":
+            return  # the console's own files hold no data (mlxd.admin.routes.console)
         check_bearer(request.headers.get("authorization"), token)
         _gate(host, request)
 

@@ -23,6 +23,8 @@ from mlxd.api.state import ServingState
 # Routes the router answers itself, whatever the request names (stream sessions are found by their id).
 ROUTER_OWN = frozenset({"/health", "/v1/health", "/models/load", "/models/unload", "/models/sse", "/tools",
                         "/cors-proxy", "/v1/stream", "/v1/streams/lookup"})
+# The chat page's conversation store (mlxd.web.STORE_PREFIX) names no model.
+ROUTER_OWN_PREFIXES = ("/webui/",)
 INVENTORY = frozenset({"/models", "/v1/models"})
 
 
@@ -51,7 +53,7 @@ def install(app: Sanic, state: ServingState, prefix: str = "") -> None:
         if pool is None or request.method == "OPTIONS" or request.route is None:
             return None
         path = request.path[len(prefix):] if prefix and request.path.startswith(prefix) else request.path
-        if path in ROUTER_OWN:
+        if path in ROUTER_OWN or path.startswith(ROUTER_OWN_PREFIXES):
             return None
         if request.method == "GET" and path in INVENTORY:
             return await inventory_response(request)

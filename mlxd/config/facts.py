@@ -162,21 +162,21 @@ embd-normalize          int    2           >=-1
 host                    str    127.0.0.1   restart
 port                    int    8080        0..65535 restart
 reuse-port              bool   false       restart
-path                    str    ""          restart refuse why=webui
+path                    str    ""          supported check=path effect=live
 cors-origins            str    *
 cors-methods            str    "GET, POST, DELETE, OPTIONS"
 cors-headers            str    *
 cors-credentials        bool   true
 api-prefix              str    ""          restart
-webui-config            str?   ~           refuse why=webui
-webui-config-file       str?   ~           refuse why=webui
-webui-mcp-proxy         bool   false       refuse why=webui
+webui-config            str?   ~           supported check=webui-config effect=live
+webui-config-file       str?   ~           supported check=webui-config-file effect=live
+webui-mcp-proxy         bool   false       refuse why=mcp
 tools                   str?   ~           refuse why=tools
 tools-runtime           str?   ~           refuse why=tools
 mcp-servers-config      str?   ~           refuse why=mcp
 mcp-servers-json        str?   ~           refuse why=mcp
 agent                   bool   false       refuse why=agent
-webui                   bool   false       restart refuse why=webui
+webui                   bool   true        supported effect=live
 embeddings              bool   false effect=reload
 reranking               bool   false effect=reload
 api-key                 list   []          split acc secret effect=live,logging
@@ -305,6 +305,8 @@ shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
 timeout-idle      value float  5.0        0..86400
 connections-max   value int    0          >=0
+state-dir         value str?   ~          restart
+webui-store       pair  bool   true       restart
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -325,6 +327,10 @@ MLXD_HELP = {
                       "limit)",
     "timeout-idle": "seconds a keep-alive connection may sit idle between requests (a new one before its first "
                     "byte too; 0: no limit)",
+    "state-dir": "directory of mlxd's own state: the chat page's conversation store, webui.sqlite3 (default: "
+                 "$STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/mlxd, else ~/.local/state/mlxd)",
+    "webui-store": "keep the chat page's conversations on the server, in SQLite under --state-dir, scoped per API key "
+                   "(--no-webui-store: the page keeps them in the browser)",
     "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
                        "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
                        "at most 16384)",

@@ -160,7 +160,7 @@ class Config(BaseModel):
     mcp_servers_config: str | None = None
     mcp_servers_json: str | None = None
     agent: bool = False
-    webui: bool = False
+    webui: bool = True
     embeddings: bool = False
     reranking: bool = False
     api_key: list[str] = Field(default_factory=lambda: [])
@@ -271,3 +271,5 @@ class Config(BaseModel):
     timeout_header: float = 10.0
     timeout_idle: float = 5.0
     connections_max: int = 0
+    state_dir: str | None = None
+    webui_store: bool = True

@@ -50,7 +50,10 @@ REASONS: dict[str, tuple[str, str]] = {
     "rope": ("--rope-scale N means --rope-freq-scale 1/N, and the two values given disagree",
              "give only one of them"),
     "flash-attn": ("MLX always uses its fused attention kernel", "use -fa on or -fa auto"),
-    "webui": ("mlxd serves no web UI and no static files", "use the HTTP API; serve a UI with a separate web server"),
+    "path": ("--path must name a directory that exists", "give the directory of the static files to serve"),
+    "webui-config": ("--webui-config must be a JSON object", "give the page's settings as a JSON object"),
+    "webui-config-file": ("--webui-config-file must be a readable file holding a JSON object",
+                          "give the path of a JSON file holding the page's settings"),
     "reasoning-preserve": ("earlier assistant turns' reasoning is rendered as the chat template does by default; "
                            "forcing it on or off is not yet implemented by mlxd",
                            "leave it unset; pass the template's own switch in --chat-template-kwargs"),
@@ -68,12 +71,12 @@ REASONS: dict[str, tuple[str, str]] = {
                     "reused only while it can be trimmed to the shared prefix", "leave it unset or 0"),
     "perf": ("libllama's internal performance counters do not exist under MLX",
              "read each response's `timings` object, or GET /metrics with --metrics"),
-    "tools": ("built-in agent tools belong to llama-server's web UI, which mlxd does not serve (/tools answers 403 "
-              "as b10621 does when no tools are enabled)", "leave it unset; give tools to a chat request's `tools`"),
-    "mcp": ("the MCP proxy belongs to llama-server's web UI, which mlxd does not serve",
+    "tools": ("built-in agent tools belong to llama-server's own web UI; mlxd's chat page has none (/tools "
+              "answers 403 as b10621 does when no tools are enabled)", "leave it unset; give tools to a chat request's `tools`"),
+    "mcp": ("the MCP proxy and MCP servers belong to llama-server's own web UI; mlxd's chat page has neither",
             "leave it unset; connect MCP servers in the client"),
-    "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's web UI, which mlxd does not "
-              "serve", "leave it disabled; give tools to a chat request's `tools`"),
+    "agent": ("the agent mode (CORS proxy and built-in tools) belongs to llama-server's own web UI; mlxd's chat "
+              "page has none", "leave it disabled; give tools to a chat request's `tools`"),
     "escape": ("escape processing of --dry-sequence-breaker values is not yet implemented by mlxd; they are taken "
                "as given", "give the characters themselves"),
     "yarn-ext-factor": ("mlx-lm's YaRN always mixes with extrapolation factor 1.0",
@@ -98,11 +101,11 @@ BASIS: dict[str, str] = {
     "flash-attn": "mlx-kernel",
 }
 
-# The reasons that are mlxd's own permanent choice: llama-server's bundled web UI, its agent tools and MCP proxy,
-# which an MLX daemon could serve but mlxd does not (it serves the HTTP API only). Their options are refused, and
+# The reasons that are mlxd's own permanent choice: the agent tools and MCP proxy of llama-server's bundled web UI,
+# which an MLX daemon could serve but mlxd's own chat page (mlxd.web) does not. Their options are refused, and
 # their manifest entries are `by_design` (a recorded, tested, permanent difference), neither a gap nor "no MLX
 # equivalent".
-POLICIES = frozenset({"webui", "tools", "mcp", "agent"})
+POLICIES = frozenset({"tools", "mcp", "agent"})
 
 # Category-level fallback reasons for ``refuse`` and ``inert=`` rows without a ``why=``.
 CATEGORY_REASONS: dict[str, tuple[str, str]] = {

@@ -8,10 +8,12 @@ are never refused. Every refusal names the value, why, and what to use instead, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from mlxd.config.options import OptionSpec, OptionTable
 from mlxd.config.values import Setting
+from mlxd.config.webui import json_object_file, json_object_text
 from mlxd.errors import ConfigProblem
 
 def _shown(spec: OptionSpec, value: Any) -> str:
@@ -59,6 +61,10 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     "yarn-attn-factor": lambda spec, value: value not in (-1.0, 1.0),
     # b10621's cache types that MLX can store (engine.kv_types); iq4_nl's codebook has no MLX counterpart.
     "kv-type": lambda spec, value: value == "iq4_nl",
+    # The chat page's static directory and default settings (mlxd.web), checked before they are served.
+    "path": lambda spec, value: bool(value) and not Path(value).is_dir(),
+    "webui-config": lambda spec, value: value is not None and json_object_text(value) is None,
+    "webui-config-file": lambda spec, value: value is not None and json_object_file(value) is None,
     # The speculative types mlxd serves (engine.speculative).
     "spec-type": lambda spec, value: any(v not in ("none", "draft-simple", "ngram-simple", "ngram-map-k",
                                                    "ngram-map-k4v", "ngram-mod", "ngram-cache") for v in value),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from mlxd.daemon.sleep import Sleeper
     from mlxd.api import ServedModel, ServingState
     from mlxd.config import Config, ResolvedConfig
+    from mlxd.web import ConversationStore
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -93,6 +94,7 @@ class Daemon:
         self._listener: Listener | None = None
         self._admin_listener: Listener | None = None
         self._admin_server: Any = None
+        self.webui_store: "ConversationStore | None" = None
 
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
@@ -168,6 +170,9 @@ class Daemon:
         self.serving = ServingState(config=cfg, build_info=self.build_info)
         app = create_app(self.serving, name=f"mlxd_{id(self)}")
         gcp.install(app, vertex, api_prefix(cfg), float(cfg.timeout or 3600))
+        from mlxd import web
+
+        self.webui_store = web.install(app, self.serving, api_prefix(cfg), self.env)
         self._count_requests(app)
         serving = self.serving
 
@@ -331,6 +336,8 @@ class Daemon:
         if not drained and not await self.in_flight.wait_idle(FLUSH_SECONDS):
             log.warning("%d request(s) still open after the in-band error; closing them", self.in_flight.count)
         await self._stop_server(server)
+        if self.webui_store is not None:  # after the last request: no store call can still be queued
+            await asyncio.to_thread(self.webui_store.close)
         self.state = DaemonState.STOPPED
         log.info("stopped")
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from sanic import DefaultSanic, HTTPResponse, Request, Sanic
 
 from mlxd.api import api_prefix, json_response
+from mlxd.web import STORE_PREFIX
 
 if TYPE_CHECKING:
     from mlxd.api import ServedModel, ServingState
@@ -96,8 +97,10 @@ class Sleeper:
         prefix = api_prefix(self.serving.config)
         if prefix and path.startswith(prefix):
             path = path[len(prefix):]
-        if request.method == "OPTIONS" or request.route is None or path in HEALTH or path in READ_ONLY:
-            return None  # a preflight, an unknown route (404) and a health check never wake the model
+        if (request.method == "OPTIONS" or request.route is None or path in HEALTH or path in READ_ONLY
+                or path.startswith(STORE_PREFIX)):
+            # a preflight, an unknown route (404), a health check and the chat page's store never wake the model
+            return None
         if path in CACHED and request.method == "GET":
             asleep = self.serving.sleeping and self.serving.model is None
             cached = self._cached.get(path) if asleep else None

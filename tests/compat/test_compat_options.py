@@ -153,7 +153,7 @@ def test_gap_options_are_refused_or_inert_until_they_work(spec: OptionSpec) -> N
 
 @pytest.mark.parametrize("spec", POLICIES, ids=[s.name for s in POLICIES])
 def test_policy_options_are_refused_by_design(spec: OptionSpec) -> None:
-    """The web UI's options (its assets, agent tools and MCP proxy) are refused with their diagnostic, and their
+    """llama-server web UI's agent tools and MCP proxy options are refused with their diagnostic, and their
     manifest entry records that as a permanent difference: by_design, not "no MLX equivalent"."""
     _refused_or_inert(spec)
     entry = load("options").by_id()[spec.name]

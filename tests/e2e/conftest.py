@@ -21,6 +21,7 @@ import pytest
 
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(r"listening on (\S+)")
+STATE_HOME = Path(__file__).resolve().parent.parent.parent / ".cache" / "test-state"
 
 
 @dataclass
@@ -56,6 +57,8 @@ def launch(args: list[str], log_path: Path, *, env: dict[str, str] | None = None
            wait_ready: bool = True, timeout: float = 120) -> RunningServer:
     """Start ``program ARGS`` and wait until it is listening (and, with wait_ready, until /health answers 200)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_ARG_", "MLXD_"))}
+    # The chat page's conversation store (mlxd.web) defaults to $XDG_STATE_HOME/mlxd: keep test daemons' out of home.
+    full_env["XDG_STATE_HOME"] = str(STATE_HOME)
     full_env.update(env or {})
     argv = [str(BIN / program), *args]
     log_file = open(log_path, "wb")

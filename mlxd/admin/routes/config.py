@@ -51,6 +51,13 @@ async def get_config(request: Request) -> HTTPResponse:
     return json_response(payload, headers={"ETag": f'"{controller.etag}"'})
 
 
+@bp.get("/v1/config/effects", ctx_kind="read")
+async def get_effects(request: Request) -> HTTPResponse:
+    """What a change of each option does to the running daemon (live, reload, restart...), from the option table:
+    the operator console shows it beside each value and its source."""
+    return json_response({"effects": {spec.name: list(spec.effects) for spec in table()}})
+
+
 @bp.put("/v1/config", ctx_kind="write")
 async def put_config(request: Request) -> HTTPResponse:
     """Replace the whole admin layer with a TOML or JSON document (options not named fall back to the files)."""

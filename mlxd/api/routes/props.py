@@ -14,6 +14,7 @@ from mlxd.api.media import MARKER
 from mlxd.api.media_parts import modalities_of
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_slots
 from mlxd.api.state import ServedModel, ServingState
+from mlxd.config.webui import ui_settings
 from mlxd.errors import NotSupported
 from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Modalities, Props, PropsUpdate, Success
 
@@ -104,6 +105,8 @@ def props_body(state: ServingState, model: ServedModel, *, sleeping: bool = Fals
         endpoint_slots=bool(cfg.slots),
         endpoint_props=bool(cfg.props),
         endpoint_metrics=bool(cfg.metrics),
+        ui=bool(cfg.webui),
+        ui_settings=ui_settings(cfg.webui_config, cfg.webui_config_file),
         chat_template=source,
         # What rendering probe conversations showed when the template loaded (mlxd.engine.chat.caps).
         chat_template_caps=ChatTemplateCaps(**template.caps.to_dict()) if template is not None else ChatTemplateCaps(),

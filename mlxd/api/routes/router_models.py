@@ -23,6 +23,7 @@ from mlxd.api.routes.props import build_info
 from mlxd.api.state import RouterPool, ServingOwner, ServingState
 from mlxd.config import ModelResolved, OptionSpec, is_default, table
 from mlxd.config.change import ChangeResult
+from mlxd.config.webui import ui_settings
 from mlxd.errors import MlxdError
 
 bp = Blueprint("router_models")
@@ -165,7 +166,8 @@ def router_props(state: ServingState) -> HTTPResponse:
     return json_response({
         "role": "router", "max_instances": pool.models_max, "models_autoload": pool.autoload,
         "model_alias": "llama-server", "model_path": "none",
-        "default_generation_settings": {"params": None, "n_ctx": 0}, "ui_settings": {},
+        "default_generation_settings": {"params": None, "n_ctx": 0},
+        "ui_settings": ui_settings(state.config.webui_config, state.config.webui_config_file),
         "build_info": build_info(state),
         "cors_proxy_enabled": False,
     })
