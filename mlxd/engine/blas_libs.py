@@ -116,7 +116,7 @@ def parse_version(text: str) -> Version:
 
 
 def show(version: Version | None) -> str:
-    return "of unknown version" if version is None else ".".join(map(str, version))
+    return "(version unknown)" if version is None else ".".join(map(str, version))
 
 
 def choose(system: Library | None, packaged: Library | None) -> tuple[Library | None, str]:
