@@ -1,13 +1,17 @@
 """Fixtures shared by every test tier.
 
-The system OpenBLAS is preloaded here, before anything imports mlx, so the whole suite runs on it when present.
+The BLAS is chosen here, before anything imports mlx, as the daemon chooses it (``--cpu-blas auto``: an OpenBLAS
+when there is one), so the in-process tiers run on it; ``MLXD_CPU_BLAS=system|packaged|bundled make test`` runs them
+on another (the daemons e2e tests start choose for themselves: they get no ``MLXD_*`` variable).
 """
 
 from __future__ import annotations
 
+import os
+
 from mlxd.engine import blas
 
-BLAS_REPORT = blas.preload("auto")
+BLAS_REPORT = blas.preload(os.environ.get("MLXD_CPU_BLAS", "auto"))  # type: ignore[arg-type]  # refused if unknown
 
 import hashlib  # noqa: E402
 import importlib.metadata  # noqa: E402

@@ -15,6 +15,7 @@ import pytest
 from mlxd.engine import blas, blas_libs
 from mlxd.engine.blas_kernel import read_cpu_flags
 from mlxd.errors import EngineError
+from tests.conftest import BLAS_REPORT
 from tests.numerics import assert_close, assert_same_greedy
 
 # Runs in a fresh interpreter: choose the BLAS, then compute a matmul, a forward pass of the tiny checkpoint and its
@@ -98,6 +99,7 @@ def test_openblas_gives_the_bundled_blas_results(
     assert outputs["greedy"].tolist() == bundled_outputs["greedy"].tolist()
 
 
+@pytest.mark.skipif(BLAS_REPORT.mode != "auto", reason=f"this session asked for {BLAS_REPORT.mode} (MLXD_CPU_BLAS)")
 def test_this_session_uses_the_packaged_openblas_unless_the_system_has_a_newer_one() -> None:
     report = blas.preload("auto")
     library, _ = blas_libs.choose(blas_libs.system_library(), blas_libs.packaged_library())
