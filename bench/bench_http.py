@@ -20,8 +20,8 @@ so that it runs to ``--tokens``; the token count is read from the stream's ``usa
 Per server: one-stream decode tokens/s (first to last token), aggregate tokens/s and p50/p95 time to first token
 at each ``--streams`` count, time to first token for a 1024-token prefix cold and cached (a second prompt with the
 same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
-(mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with the system OpenBLAS in LD_PRELOAD, the library mlxd's
-``--cpu-blas auto`` loads, with the same idle-thread timeout mlxd gives it (``OPENBLAS_THREAD_TIMEOUT``, see
+(mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with an OpenBLAS in LD_PRELOAD, the library mlxd's
+``--cpu-blas auto`` loads (the packaged one unless the system's is newer), with the same idle-thread timeout mlxd gives it (``OPENBLAS_THREAD_TIMEOUT``, see
 ``mlxd.engine.blas``); ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``, and ``mlxd+env:NAME=VALUE``
 is mlxd with one more environment variable (``mlxd+env:OPENBLAS_THREAD_TIMEOUT=28``: OpenBLAS's own), and
 ``mlxd@REV`` is mlxd as of git revision REV of this checkout (its ``mlxd/`` unpacked by ``git archive``, run with
@@ -55,7 +55,8 @@ from bench.client import RawClient, async_client, complete, concurrent_round, eo
 from bench.common import BIN, PAUSE_S, ROOT, Prompts, ScriptProcess, Server, free_port  # noqa: E402
 
 Client = httpx.AsyncClient | RawClient
-from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
+from mlxd.engine.blas import THREAD_TIMEOUT  # noqa: E402  (imports no mlx)
+from mlxd.engine.blas_libs import choose, packaged_library, system_library  # noqa: E402
 
 SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas", "llama-server")
 # b10621's llama-server (../shared/tools/llama-ref.sh builds it); it serves CHECKPOINT.gguf, the same model in GGUF
@@ -117,12 +118,14 @@ def make_server(kind: str, checkpoint: Path, streams: int, ctx_slot: int, log_di
     server = Server(kind, argv, log, base_url=f"http://127.0.0.1:{port}")
     if kind == "mlx_lm":
         return server, "mlx bundled BLAS (as installed; no preload)"
-    library = find_openblas()
+    # The library mlxd's --cpu-blas auto takes (the packaged OpenBLAS unless the system's is newer).
+    library, _ = choose(system_library(), packaged_library())
     if library is None:
-        raise SystemExit("mlx_lm+openblas: no system OpenBLAS found")
-    server.env["LD_PRELOAD"] = library
+        raise SystemExit("mlx_lm+openblas: no OpenBLAS found (neither ngsolve-openblas nor a system library)")
+    server.env["LD_PRELOAD"] = library.path
     server.env["OPENBLAS_THREAD_TIMEOUT"] = str(THREAD_TIMEOUT)
-    return server, f"system OpenBLAS via LD_PRELOAD={library}, OPENBLAS_THREAD_TIMEOUT={THREAD_TIMEOUT}"
+    return server, f"{library.source} OpenBLAS via LD_PRELOAD={library.path}, " \
+                   f"OPENBLAS_THREAD_TIMEOUT={THREAD_TIMEOUT}"
 
 
 def source_tree(kind: str, log_dir: Path) -> Path:

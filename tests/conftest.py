@@ -1,6 +1,8 @@
 """Fixtures shared by every test tier.
 
-The system OpenBLAS is preloaded here, before anything imports mlx, so the whole suite runs on it when present.
+The BLAS is chosen here, before anything imports mlx, as the daemon chooses it (``--cpu-blas auto``: an OpenBLAS
+when there is one), so the in-process tiers run on it; ``MLXD_CPU_BLAS=system|packaged|bundled make test`` runs them
+on another (the daemons e2e tests start choose for themselves: they get no ``MLXD_*`` variable).
 
 Every daemon a test starts without ``--admin-listen`` takes the default admin socket, ``$XDG_RUNTIME_DIR/mlxd/
 admin.sock`` (else ``/run/mlxd/admin.sock`` for root): the user's own daemon would then start without its admin
@@ -16,7 +18,7 @@ import tempfile
 
 from mlxd.engine import blas
 
-BLAS_REPORT = blas.preload("auto")
+BLAS_REPORT = blas.preload(os.environ.get("MLXD_CPU_BLAS", "auto"))  # type: ignore[arg-type]  # refused if unknown
 
 # Short (a unix socket's path is at most 107 bytes) and private to this run.
 PRIVATE_RUNTIME_DIR = tempfile.mkdtemp(prefix="mlxd-test-run-")

@@ -299,7 +299,7 @@ admin-listen      value str?   ~          restart
 admin-token-file  value str?   ~          restart effect=restart,logging
 watch-config      pair  bool   false
 model-store-root  value str?   ~ effect=reload
-cpu-blas          value str    auto       {auto,system,bundled} restart
+cpu-blas          value str    auto       {auto,system,packaged,bundled} restart
 worker-affinity   value str    auto       {auto,off} effect=reload
 shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
@@ -318,7 +318,8 @@ MLXD_HELP = {
     "watch-config": "reload when the TOML file or the presets file changes (default: on when --config is given)",
     "model-store-root": "Hugging Face cache directory that --hf-repo downloads go to and router mode lists "
                         "(default: the hub's own cache)",
-    "cpu-blas": "BLAS used by mlx's CPU backend: auto, system (OpenBLAS) or bundled",
+    "cpu-blas": "BLAS used by mlx's CPU backend: auto (the packaged OpenBLAS unless the system's is newer), system "
+                "(OpenBLAS), packaged (the ngsolve-openblas wheel) or bundled",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
                        "CPU the worker starts on, under the batch scheduling policy; off: leave both to the kernel",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight requests (streams to their last byte) "

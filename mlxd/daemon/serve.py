@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
     from mlxd.daemon.server import Daemon
 
     daemon = Daemon(resolved, load_model=load_served_model, log_settings=log_settings, argv=argv,
-                    env=env, build_info={"cpu_blas": blas.chosen})
+                    env=env, build_info={"cpu_blas": blas.summary()})
     try:
         return run_loop(daemon.serve())
     except ConfigError as exc:

@@ -12,9 +12,16 @@ def test_props_build_info_names_the_blas(server: RunningServer) -> None:
     with server.client() as client:
         build = client.get("/props").json()["build_info"]
     # b10621's shape first (b<build>-<commit>): the build mlxd serves the surface of, then mlxd's own version.
-    match = re.fullmatch(r"b10621-mlxd-\S+ \(cpu-blas: (system|bundled|platform)\)", build)
+    # Then the BLAS: the choice, and for an OpenBLAS its version and the kernels it picked for this CPU.
+    match = re.fullmatch(r"b10621-mlxd-\S+ \(cpu-blas: (system|packaged|bundled|platform)"
+                         r"(, OpenBLAS ([0-9.]+), (\w+) kernels)?\)", build)
     assert match, build
-    assert f"cpu-blas auto: {match.group(1)}" in server.log()
+    chosen, openblas, version, kernels = match.groups()
+    assert (openblas is not None) == (chosen in ("system", "packaged")), build
+    log = server.log()
+    assert f"cpu-blas auto: {chosen}" in log
+    if openblas:
+        assert f"OpenBLAS {version}, {kernels} kernels" in log
 
 
 def test_threads_set_openblas_threads(start_server: Callable[..., RunningServer]) -> None:
@@ -22,7 +29,7 @@ def test_threads_set_openblas_threads(start_server: Callable[..., RunningServer]
     running = start_server("-t", "2")
     with running.client() as client:
         build = client.get("/props").json()["build_info"]
-    if "cpu-blas: system" in build:
-        assert re.search(r"cpu-blas auto: system \(\S+, 2 threads\)", running.log()), running.log()
+    if "cpu-blas: system" in build or "cpu-blas: packaged" in build:
+        assert re.search(r"cpu-blas auto: (system|packaged) \(\S+, 2 threads\)", running.log()), running.log()
     else:  # no OpenBLAS to load here (macOS, CUDA, none installed): nothing reads it
         assert ", 2 threads)" not in running.log()

@@ -3,32 +3,49 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mlxd.engine import blas
+from mlxd.engine import blas, blas_libs
+from mlxd.engine.blas_kernel import read_cpu_flags
 from mlxd.errors import EngineError
+from tests.conftest import BLAS_REPORT
+from tests.numerics import assert_close, assert_same_greedy
 
-# Runs in a fresh interpreter: choose the BLAS, then compute a matmul and a forward pass of the tiny checkpoint.
+# Runs in a fresh interpreter: choose the BLAS, then compute a matmul, a forward pass of the tiny checkpoint and its
+# greedy continuation (mlx-lm's own generation loop).
 _COMPUTE = textwrap.dedent(
     """
     import sys
     from mlxd.engine import blas
     report = blas.preload(sys.argv[1])
     import mlx.core as mx
+    from mlx_lm.generate import generate_step
     from mlxd.engine.loader import load_model
     a = mx.random.normal((512, 1024), key=mx.random.key(1))
     b = mx.random.normal((1024, 3072), key=mx.random.key(2))
     loaded = load_model(sys.argv[2])
-    tokens = mx.array([loaded.tokenizer.encode("def fibonacci(n):\\n    return n")])
-    mx.save_safetensors(sys.argv[3], {"matmul": a @ b, "logits": loaded.model(tokens)[0]})
+    prompt = loaded.tokenizer.encode("def fibonacci(n):\\n    return n")
+    greedy = [int(t) for t, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=GREEDY_TOKENS)]
+    mx.save_safetensors(sys.argv[3], {"matmul": a @ b, "logits": loaded.model(mx.array([prompt]))[0],
+                                      "greedy": mx.array(greedy)})
     print(report.chosen)
     """
-)
+).replace("GREEDY_TOKENS", "32")
+
+
+def _logit_reduction(checkpoint: Path, tokens: int) -> int:
+    """The longest sum a logit goes through, per layer (the MLP's inner products, attention over the prompt and the
+    residual stream), over the whole depth: the rounding bound is per term (tests/numerics.py)."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    per_layer = config["intermediate_size"] + tokens + config["hidden_size"]
+    return int(config["num_hidden_layers"]) * per_layer
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -43,31 +60,57 @@ def test_importing_the_engine_blas_module_leaves_mlx_unimported() -> None:
     assert json.loads(result.stdout) == []
 
 
-@pytest.mark.skipif(
-    blas.find_openblas() is None, reason="no system OpenBLAS on this machine (install libopenblas0-pthread)"
-)
-def test_system_blas_gives_the_same_results(tmp_path: Path, tiny_checkpoint: Path) -> None:
+def _compute(mode: str, checkpoint: Path, out: Path) -> dict[str, Any]:
     import mlx.core as mx
 
-    outputs = {}
-    for mode in ("bundled", "system"):
-        out = tmp_path / f"{mode}.safetensors"
-        result = _run(_COMPUTE, mode, str(tiny_checkpoint), str(out))
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.split() == [mode]
-        outputs[mode] = mx.load(str(out))
-
-    for name in ("matmul", "logits"):
-        bundled, system = outputs["bundled"][name], outputs["system"][name]
-        assert mx.allclose(bundled, system, rtol=1e-5, atol=1e-4).item(), name
-        assert mx.array_equal(mx.argmax(bundled, axis=-1), mx.argmax(system, axis=-1)).item(), name
+    result = _run(_COMPUTE, mode, str(checkpoint), str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [mode]
+    return dict(mx.load(str(out)))
 
 
-def test_this_session_uses_the_system_blas_when_present() -> None:
+@pytest.fixture(scope="module")
+def bundled_outputs(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _compute("bundled", tiny_checkpoint, tmp_path_factory.mktemp("blas") / "bundled.safetensors")
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param("system", marks=pytest.mark.skipif(
+            blas.find_openblas() is None, reason="no system OpenBLAS on this machine (install libopenblas0-pthread)")),
+        pytest.param("packaged", marks=pytest.mark.skipif(
+            blas.find_packaged() is None, reason="ngsolve-openblas is not installed (Linux x86_64 only)")),
+    ],
+)
+def test_openblas_gives_the_bundled_blas_results(
+    mode: str, tmp_path: Path, tiny_checkpoint: Path, bundled_outputs: dict[str, Any]
+) -> None:
+    outputs = _compute(mode, tiny_checkpoint, tmp_path / f"{mode}.safetensors")
+
+    # Two BLAS libraries order their sums differently: the results agree within float32's rounding of the longest
+    # sums involved, and greedy tokens agree wherever the top two logits are further apart than that.
+    prompt = bundled_outputs["logits"].shape[0]
+    for name, reduction in (("matmul", 1024), ("logits", _logit_reduction(tiny_checkpoint, prompt))):
+        bundled, openblas = bundled_outputs[name], outputs[name]
+        assert_close(openblas, bundled, reduction=reduction, what=name)
+        assert_same_greedy(openblas, bundled, reduction=reduction)
+    # And the tiny fixture's greedy continuation is the same token for token.
+    assert outputs["greedy"].tolist() == bundled_outputs["greedy"].tolist()
+
+
+@pytest.mark.skipif(BLAS_REPORT.mode != "auto", reason=f"this session asked for {BLAS_REPORT.mode} (MLXD_CPU_BLAS)")
+def test_this_session_uses_the_packaged_openblas_unless_the_system_has_a_newer_one() -> None:
     report = blas.preload("auto")
+    library, _ = blas_libs.choose(blas_libs.system_library(), blas_libs.packaged_library())
 
-    assert report.chosen == ("system" if blas.find_openblas() else "bundled")
+    assert report.chosen == (library.source if library else "bundled")
     assert report.describe().startswith("cpu-blas auto: ")
+    if library is not None:  # the log and /props name the library's version and its kernels
+        assert report.kernel is not None and report.kernel.version and report.kernel.corename
+        assert f"OpenBLAS {report.kernel.version}, {report.kernel.corename} kernels" in report.describe()
+        assert report.summary() == f"{library.source}, OpenBLAS {report.kernel.version}, " \
+                                   f"{report.kernel.corename} kernels"
     with pytest.raises(EngineError, match="already chosen"):
         blas.preload("bundled")
 
@@ -125,14 +168,31 @@ def test_unknown_mode_is_refused() -> None:
         blas.preload("fast")  # type: ignore[arg-type]
 
 
+@pytest.mark.skipif(blas.find_packaged() is None, reason="ngsolve-openblas is not installed (Linux x86_64 only)")
+@pytest.mark.skipif("avx2" not in read_cpu_flags(), reason="generic kernels are what this CPU can run")
+def test_generic_kernels_on_a_wide_cpu_are_a_logged_warning() -> None:
+    """OPENBLAS_CORETYPE forces the generic kernels an OpenBLAS too old for the CPU falls back to."""
+    code = "import logging\nlogging.basicConfig(level=logging.INFO, format='%(levelname)s %(message)s')\n"
+    code += "from mlxd.engine import blas\nr = blas.preload('packaged')\nprint(r.kernel.corename)\n"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "OPENBLAS_CORETYPE": "Prescott"})
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["Prescott"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING ")]
+    assert len(warnings) == 1 and "Prescott kernels on a CPU with AVX" in warnings[0], result.stderr
+    assert "OPENBLAS_CORETYPE=" in warnings[0]
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the BLAS choice applies to mlx's Linux CPU backend only")
 def test_without_a_system_openblas_the_log_says_what_to_install() -> None:
-    """A fresh interpreter where no OpenBLAS is found: auto falls back to the bundled BLAS and its line names the
-    package to install (issue 28, item 8)."""
-    code = ("import sys; from mlxd.engine import blas; blas.find_openblas = lambda: None; "
-            "blas._has_cuda_backend = lambda: False; print(blas.preload('auto').describe())")
+    """A fresh interpreter where no OpenBLAS is found (neither the packaged one nor the system's): auto falls back to
+    the bundled BLAS and its line says what to install."""
+    code = ("import sys; from mlxd.engine import blas; blas.system_library = lambda: None; "
+            "blas.packaged_library = lambda: None; blas._has_cuda_backend = lambda: False; "
+            "print(blas.preload('auto').describe())")
     result = _run(code)
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip()
-    assert line.startswith("cpu-blas auto: bundled: no system OpenBLAS found"), line
+    assert line.startswith("cpu-blas auto: bundled: no OpenBLAS found"), line
     assert "install libopenblas0-pthread" in line and "slower" in line
