@@ -271,3 +271,5 @@ class Config(BaseModel):
     timeout_header: float = 10.0
     timeout_idle: float = 5.0
     connections_max: int = 0
+    cache_disk: str | None = None
+    cache_disk_max: int = 16384
