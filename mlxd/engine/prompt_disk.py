@@ -381,14 +381,17 @@ _stores_lock = threading.Lock()
 
 
 _retired = Stats()  # what closed stores counted, so that the totals never go back
+_opened_any = False
 
 
 def open_store(root: str | Path, max_mib: int) -> DiskStore:
     """The process's store for ``root``: opened (index read, files checked) when no worker holds it, else shared
     (a later budget replaces the earlier one). Every DiskTier over it holds it until it closes."""
+    global _opened_any
     path = Path(root).expanduser().absolute()
     max_bytes = None if max_mib < 0 else max_mib * 1024 * 1024
     with _stores_lock:
+        _opened_any = True
         store = _stores.get(path)
         if store is None:
             store = _stores[path] = DiskStore(path, max_bytes)
@@ -415,10 +418,13 @@ def stores() -> list[DiskStore]:
         return list(_stores.values())
 
 
-def summary() -> dict[str, Any]:
-    """The tier's totals over every store this process opened, for ``mlxd admin status`` and /metrics."""
+def summary() -> dict[str, Any] | None:
+    """The tier's totals over every store this process opened, for ``mlxd admin status`` and /metrics (None when
+    no worker of this process had a disk tier)."""
     opened = stores()
     with _stores_lock:
+        if not _opened_any:
+            return None
         total: dict[str, Any] = dict(_retired.to_json())
     for s in opened:
         for k, v in s.stats.to_json().items():
