@@ -18,7 +18,7 @@ import pytest
 
 from mlxd.engine.synth_lora import make_adapter
 from tests.conftest import synthetic_checkpoint
-from tests.e2e.admin_harness import mlxd_admin, short_dir
+from tests.e2e.admin_harness import mlxd_admin, short_dir, wait_for
 from tests.e2e.conftest import RunningServer
 
 TEXTS = ["def fibonacci(n):\n", "The quick brown fox ", "import os\nimport sys\n\n", "Hello, how are you today? ",
@@ -155,3 +155,21 @@ def test_kill_9_while_writing_never_serves_a_bad_entry(start_server: Callable[..
 @pytest.mark.soak
 def test_kill_9_while_writing_20_rounds(start_server: Callable[..., RunningServer], tmp_path: Path) -> None:
     _kill_rounds(start_server, tmp_path / "cache", 20)
+
+
+def test_a_sighup_reload_keeps_the_prompt_cache_warm(start_server: Callable[..., RunningServer],
+                                                     tiny_checkpoint: Path, tmp_path: Path) -> None:
+    """A reload (here: -c changed in the file, then SIGHUP) replaces the worker: the old one writes its cache as it
+    drains, and the new one, same model and KV settings, reads it."""
+    cache, toml = tmp_path / "cache", tmp_path / "mlxd.toml"
+    toml.write_text(f'model = "{tiny_checkpoint}"\ncache-disk = "{cache}"\nctx-size = 4096\n')
+    running = start_server("--config", str(toml), "--no-watch-config", model=False)
+    cold, _, n_prompt = complete(running, prompt(5))
+    toml.write_text(toml.read_text().replace("ctx-size = 4096", "ctx-size = 2048"))
+    running.send_signal(signal.SIGHUP)
+    wait_for(lambda: "unloaded" in running.log(), 60.0, "the old model to be unloaded")
+    assert "written to the disk tier" in running.log()
+    with running.client() as client:
+        assert client.get("/props").json()["default_generation_settings"]["n_ctx"] == 2048
+    content, cache_n, _ = complete(running, prompt(5))
+    assert (content, cache_n) == (cold, n_prompt - 1)
