@@ -163,20 +163,25 @@ def read_header(path: Path) -> tuple[Meta, int]:
     return Meta.of(header), size
 
 
-def read(path: Path) -> tuple[Meta, dict[str, Any], bytes]:
-    """The whole entry, its checksum verified: (meta, header, file bytes); raises EntryError."""
+def read(path: Path) -> tuple[Meta, dict[str, Any], memoryview]:
+    """The whole entry, its checksum verified: (meta, header, the arrays' bytes); raises EntryError."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            buf = bytearray(size)
+            if f.readinto(buf) != size:
+                raise EntryError("changed while read")
     except OSError as exc:
         raise EntryError(str(exc)) from exc
+    data = memoryview(buf)  # slices of it below are views: the arrays' bytes are copied once, into MLX
     start = len(MAGIC) + _LEN.size
-    if len(data) < start + _CRC.size or data[: len(MAGIC)] != MAGIC:
+    if len(data) < start + _CRC.size or bytes(data[: len(MAGIC)]) != MAGIC:
         raise EntryError("not an mlxd prompt-cache entry")
     (n,) = _LEN.unpack_from(data, len(MAGIC))
-    if zlib.crc32(memoryview(data)[: -_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
+    if zlib.crc32(data[: -_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
         raise EntryError("checksum mismatch")
     try:
-        header = json.loads(data[start: start + n])
+        header = json.loads(bytes(data[start: start + n]))
     except ValueError as exc:
         raise EntryError(f"bad header: {exc}") from exc
     if len(data) != start + n + int(header.get("payload", -1)) + _CRC.size:
@@ -184,7 +189,7 @@ def read(path: Path) -> tuple[Meta, dict[str, Any], bytes]:
     return Meta.of(header), header, data[start + n: -_CRC.size]
 
 
-def decode(meta: Meta, header: dict[str, Any], payload: bytes, like: list[Any]) -> list[Any]:
+def decode(meta: Meta, header: dict[str, Any], payload: memoryview, like: list[Any]) -> list[Any]:
     """The per-layer caches of an entry read by :func:`read` (worker thread); ``like`` is a fresh cache of the
     model, whose layer kinds the entry must have. Raises EntryError."""
     if kinds(like) != meta.layers:
