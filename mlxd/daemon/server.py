@@ -89,6 +89,12 @@ class Daemon:
         self._admin_listener: Listener | None = None
         self._admin_server: Any = None
 
+    def cache_disk_summary(self) -> dict[str, Any] | None:
+        """The prompt cache's disk tier over the process's life, for the admin status (None: never opened)."""
+        from mlxd.engine import prompt_disk
+
+        return prompt_disk.summary()
+
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
         self.shutdown.set()

@@ -3,8 +3,9 @@
 Two rates decide, each a running average of what this worker measured: the tier's read rate (bytes per second,
 file to cache, checksum included) and the prompt rate (prompt tokens computed per second). An entry is read when
 ``size / read_rate < tokens / prompt_rate``, and only for at least ``MIN_TOKENS`` tokens more than RAM covers: below
-that the saving is lost in the noise of a step. Until the worker has computed a prompt, the read rate is
-compared with nothing and only ``MIN_TOKENS`` decides. bench/disk_cache.py measures both sides (docs/benchmarks.md).
+that the saving is lost in the noise of a step. Until both rates are measured only ``MIN_TOKENS`` decides: the first
+entries are read so that the read rate gets measured at all (an assumed rate could rule out every read, and then it
+would never be corrected). bench/bench_cache_disk.py measures both sides (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import threading
 
 MIN_TOKENS = 64  # fewest tokens an entry must add over RAM to be read, or have at all to be written
 _ALPHA = 0.3  # weight of the newest measurement in a running average
-_READ_BPS = 200e6  # the read rate assumed before any was measured: a slow SSD through page cache misses
 
 
 class Worth:
@@ -21,14 +21,15 @@ class Worth:
 
     def __init__(self, min_tokens: int = MIN_TOKENS) -> None:
         self.min_tokens = min_tokens
-        self.read_bps = _READ_BPS
+        self.read_bps: float | None = None
         self.prompt_tps: float | None = None
         self._lock = threading.Lock()
 
     def observe_read(self, nbytes: int, seconds: float) -> None:
         if nbytes > 1 << 20 and seconds > 0:  # small files measure the call overhead, not the disk
             with self._lock:
-                self.read_bps += _ALPHA * (nbytes / seconds - self.read_bps)
+                rate = nbytes / seconds
+                self.read_bps = rate if self.read_bps is None else self.read_bps + _ALPHA * (rate - self.read_bps)
 
     def observe_prompt(self, n_tokens: int, seconds: float) -> None:
         if n_tokens >= self.min_tokens and seconds > 0:
@@ -42,7 +43,7 @@ class Worth:
         if n_tokens < self.min_tokens:
             return False
         with self._lock:
-            if self.prompt_tps is None:
+            if self.prompt_tps is None or self.read_bps is None:
                 return True
             return nbytes / self.read_bps < n_tokens / self.prompt_tps
 
