@@ -4,6 +4,7 @@ KV settings produced them, and a bad file, a full or read-only disk never cost a
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -246,3 +247,52 @@ def test_lru_eviction_under_the_budget(tiny_model, workers, tmp_path) -> None:
     w = workers(cache_disk=str(tmp_path), cache_disk_max=budget_mib)
     assert run(w, prompts[0])[1] == 0  # the least recently used went
     assert run(w, prompts[2])[1] == len(prompts[2]) - 1
+
+
+def test_another_image_never_reuses_an_entry(tmp_path) -> None:
+    """The same placeholder tokens with another image's pixels: the media digest in the namespace keeps them
+    apart on disk as in RAM."""
+    pytest.importorskip("mlx_vlm")
+    from mlxd.engine.vlm.load import load_multimodal
+    from mlxd.engine.vlm.worker import make_worker
+    from mlxd.engine.sampling import SamplingParams
+    from mlxd.engine.types import GenerationRequest
+    from mlxd.engine.vlm.inputs import Medium
+    from tests.engine.test_multimodal import CHAT, MARKER, image
+
+    def media_request(w: Any, seeds: list[int], **fields: Any) -> GenerationRequest:
+        img = image(seeds[0])  # every seed the same size: the same placeholder tokens
+        medium = Medium("image", img, hashlib.sha256(img.tobytes()).hexdigest())
+        text = MARKER + "describe every detail of it " * 12  # a prompt long enough to be written
+        ids, inputs = w.prepare(CHAT.format(text), MARKER, [medium]).result()
+        return GenerationRequest(prompt_tokens=ids, sampling=SamplingParams(temperature=0.0), n_predict=N,
+                                 media=inputs, cache_namespace=f"chat:media:{inputs.key}", **fields)
+
+    model = load_multimodal(synthetic_checkpoint("qwen2-vl-tiny"))
+    started: list[Any] = []
+
+    def worker(**settings: Any) -> Any:
+        w = make_worker(model, WorkerSettings(ctx_size=2048, parallel=1, warmup=False, **settings))
+        w.start()
+        started.append(w)
+        return w
+
+    def go(w: Any, seed: int, **fields: Any) -> tuple[list[int], int]:
+        event = final(w.submit(media_request(w, [seed], **fields)))
+        return list(event.tokens), event.timings.cache_n
+
+    try:
+        cold = worker(cache_ram=0)
+        want = {seed: go(cold, seed, cache_prompt=False)[0] for seed in (0, 4)}
+        n_prompt = len(media_request(cold, [0]).prompt_tokens)
+        assert n_prompt >= prompt_disk.Worth().min_tokens
+        assert media_request(cold, [4]).prompt_tokens == media_request(cold, [0]).prompt_tokens
+        writer = worker(cache_disk=str(tmp_path))
+        go(writer, 0)
+        stop(writer)
+        assert len(entries(tmp_path)) == 1
+        assert go(worker(cache_disk=str(tmp_path)), 4) == (want[4], 0)  # another image: not reused
+        assert go(worker(cache_disk=str(tmp_path)), 0) == (want[0], n_prompt - 1)  # the same image: reused
+    finally:
+        for w in started:
+            w.stop(0.0)
