@@ -173,3 +173,13 @@ def test_a_sighup_reload_keeps_the_prompt_cache_warm(start_server: Callable[...,
         assert client.get("/props").json()["default_generation_settings"]["n_ctx"] == 2048
     content, cache_n, _ = complete(running, prompt(5))
     assert (content, cache_n) == (cold, n_prompt - 1)
+
+
+def test_waking_from_idle_sleep_is_warm(start_server: Callable[..., RunningServer], tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    running = start_server("--cache-disk", str(cache), "--sleep-idle-seconds", "1")
+    cold, _, n_prompt = complete(running, prompt(6))
+    wait_for(lambda: "written to the disk tier" in running.log(), 60.0, "the model to sleep")
+    content, cache_n, _ = complete(running, prompt(6))  # wakes it: a new worker, the entry from disk
+    assert "loaded again" in running.log()
+    assert (content, cache_n) == (cold, n_prompt - 1)
