@@ -91,9 +91,9 @@ class Daemon:
 
     def cache_disk_summary(self) -> dict[str, Any] | None:
         """The prompt cache's disk tier over the process's life, for the admin status (None: never opened)."""
-        from mlxd.engine import prompt_disk
+        from mlxd.engine import prompt_disk_tier
 
-        return prompt_disk.summary()
+        return prompt_disk_tier.summary()
 
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from mlx_lm.models.cache import LRUPromptCache, PromptTrie, can_trim_prompt_cache, trim_prompt_cache
 
-from mlxd.engine.prompt_disk import DiskTier
+from mlxd.engine.prompt_disk_tier import DiskTier
 from mlxd.engine.prompt_trie import IndexedPromptTrie
 from mlxd.engine.slots import common_prefix
 
@@ -119,7 +119,10 @@ class PromptCache:
     def _from_disk(self, namespace: str, tokens: list[int], n_ram: int) -> tuple[list[Any] | None, int]:
         """The disk tier's entry for ``tokens`` when it covers more than RAM's ``n_ram`` tokens by enough."""
         assert self.disk is not None and self._new_cache is not None
-        found = self.disk.lookup(namespace, tokens, min(n_ram, len(tokens) - 1))
+        n_ram = min(n_ram, len(tokens) - 1)
+        if len(tokens) - 1 - n_ram < self.disk.worth.min_tokens:
+            return None, 0  # RAM covers the prompt, or all but too few tokens for a read to pay
+        found = self.disk.lookup(namespace, tokens, n_ram)
         if found is None:
             return None, 0
         entry, n = found

@@ -3,9 +3,9 @@ the next worker of the same model, in this process or after a restart.
 
 One :class:`DiskStore` per directory and process, shared by every worker that names it (router mode's models, the
 new worker of a reload while the old one drains): it holds the index, the byte budget and the writer thread. Each
-worker sees it through a :class:`DiskTier`, bound to the worker's identity (see :func:`identity`), so an entry is
-offered only to a worker whose model and KV-relevant settings produced it; the request's namespace (its kind, LoRA
-scales, media digest) and tokens do the rest, as in RAM.
+worker sees it through a ``DiskTier`` (engine.prompt_disk_tier), bound to the worker's identity
+(engine.prompt_disk_identity), so an entry is offered only to a worker whose model and KV-relevant settings produced
+it; the request's namespace (its kind, LoRA scales, media digest) and tokens do the rest, as in RAM.
 
 The index (``index.json``) is written whole and renamed; if it is lost or does not parse, it is rebuilt from the
 entry files' headers. Files left by a killed writer (``*.tmp``) are removed on open. Any entry that fails its
@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from mlxd.engine import prompt_disk_format as fmt
-from mlxd.engine.prompt_disk_worth import Worth
 
 log = logging.getLogger("mlxd.engine.prompt_disk")
 
@@ -107,6 +106,7 @@ class DiskStore:
         self._entries: dict[str, Entry] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=_QUEUE)
         self._pending_bytes = 0
+        self._pending: set[str] = set()  # names queued for the writer, not yet written
         self._index_dirty = False
         self._open()
         self._thread = threading.Thread(target=self._write_loop, name="mlxd-cache-disk", daemon=True)
@@ -185,15 +185,23 @@ class DiskStore:
         best: Entry | None = None
         n_best = 0
         with self._lock:
+            first = tokens[0] if len(tokens) else None
             for e in self._entries.values():
-                if e.identity == identity and e.namespace == namespace:
+                if e.identity == identity and e.namespace == namespace and e.tokens[0] == first:
                     n = _prefix(e.tokens, tokens)
                     if n > n_best:
                         best, n_best = e, n
         return best, n_best
 
     def has(self, identity: str, namespace: str, tokens: list[int]) -> bool:
-        return _name(identity, namespace, tokens) in self._entries
+        """Whether the entry is on disk or on its way there."""
+        name = _name(identity, namespace, tokens)
+        with self._lock:
+            return name in self._entries or name in self._pending
+
+    def holds(self, entry: Entry) -> bool:
+        with self._lock:
+            return self._entries.get(entry.name) is entry
 
     def touch(self, entry: Entry) -> None:
         with self._lock:
@@ -215,11 +223,13 @@ class DiskStore:
             if self.state != "rw":
                 self.stats.dropped += 1
             return False
+        name = _name(blob.meta.identity, blob.meta.namespace, list(blob.meta.tokens))
         with self._lock:
             if self._pending_bytes + blob.nbytes > _QUEUE_BYTES and self._pending_bytes:
                 self.stats.dropped += 1
                 return False
             self._pending_bytes += blob.nbytes
+            self._pending.add(name)
         try:
             if wait is None:
                 self._queue.put_nowait(_Job(blob))
@@ -228,6 +238,7 @@ class DiskStore:
         except queue.Full:
             with self._lock:
                 self._pending_bytes -= blob.nbytes
+                self._pending.discard(name)
                 self.stats.dropped += 1
             return False
         return True
@@ -256,8 +267,10 @@ class DiskStore:
                 log.exception("cache-disk: write failed")
             finally:
                 if job.blob.meta.identity:
+                    meta = job.blob.meta
                     with self._lock:
                         self._pending_bytes -= job.blob.nbytes
+                        self._pending.discard(_name(meta.identity, meta.namespace, list(meta.tokens)))
                 job.done.set()
 
     def _write(self, blob: fmt.Blob) -> None:
@@ -374,126 +387,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
-
-_stores: dict[Path, DiskStore] = {}
-_stores_lock = threading.Lock()
-
-
-_retired = Stats()  # what closed stores counted, so that the totals never go back
-_opened_any = False
-
-
-def open_store(root: str | Path, max_mib: int) -> DiskStore:
-    """The process's store for ``root``: opened (index read, files checked) when no worker holds it, else shared
-    (a later budget replaces the earlier one). Every DiskTier over it holds it until it closes."""
-    global _opened_any
-    path = Path(root).expanduser().absolute()
-    max_bytes = None if max_mib < 0 else max_mib * 1024 * 1024
-    with _stores_lock:
-        _opened_any = True
-        store = _stores.get(path)
-        if store is None:
-            store = _stores[path] = DiskStore(path, max_bytes)
-        else:
-            store.max_bytes = max_bytes
-        return store
-
-
-def _release(store: DiskStore) -> None:
-    """The last tier over ``store`` closed: write its index, end its writer, and forget it (a later worker opens
-    the directory again, as a restarted process would)."""
-    with _stores_lock:
-        if store.live or _stores.get(store.root) is not store:
-            return
-        del _stores[store.root]
-        for k, v in store.stats.to_json().items():
-            setattr(_retired, k, getattr(_retired, k) + v)
-    store.close()
-
-
-def stores() -> list[DiskStore]:
-    """Every store open in this process (for /metrics and status)."""
-    with _stores_lock:
-        return list(_stores.values())
-
-
-def summary() -> dict[str, Any] | None:
-    """The tier's totals over every store this process opened, for ``mlxd admin status`` and /metrics (None when
-    no worker of this process had a disk tier)."""
-    opened = stores()
-    with _stores_lock:
-        if not _opened_any:
-            return None
-        total: dict[str, Any] = dict(_retired.to_json())
-    for s in opened:
-        for k, v in s.stats.to_json().items():
-            total[k] += v
-    total["entries"] = sum(len(s) for s in opened)
-    total["bytes"] = sum(s.nbytes for s in opened)
-    total["dirs"] = {str(s.root): s.state for s in opened}
-    return total
-
-
-class DiskTier:
-    """One worker's view of a store: its identity, and the decision whether an entry is worth reading."""
-
-    def __init__(self, store: DiskStore, identity: str, worth: Worth | None = None) -> None:
-        self.store = store
-        self.identity = identity
-        self.worth = worth or Worth()
-        with _stores_lock:
-            store.live[identity] = store.live.get(identity, 0) + 1
-        store.expire()
-
-    def close(self) -> None:
-        with _stores_lock:
-            n = self.store.live.get(self.identity, 0) - 1
-            if n > 0:
-                self.store.live[self.identity] = n
-            else:
-                self.store.live.pop(self.identity, None)
-        _release(self.store)
-
-    def lookup(self, namespace: str, tokens: list[int], n_ram: int) -> tuple[Entry, int] | None:
-        """The entry worth reading for ``tokens``: it must cover more of the prompt than RAM does (``n_ram``) by
-        enough tokens that reading it beats computing them (engine.prompt_disk_worth)."""
-        if self.store.state == "off":
-            return None
-        entry, n = self.store.best(self.identity, namespace, np.asarray(tokens, dtype=np.int64))
-        n = min(n, len(tokens) - 1)
-        if entry is None or not self.worth.use(n - n_ram, entry.size):
-            self.store.stats.misses += 1
-            return None
-        return entry, n
-
-    def load(self, entry: Entry, like: list[Any]) -> list[Any] | None:
-        """Read ``entry`` into caches shaped like ``like`` (worker thread); None (and the entry dropped) if it fails
-        its checks."""
-        t0 = time.perf_counter()
-        try:
-            meta, header, payload = fmt.read(self.store.root / entry.name)
-            if (meta.identity, meta.namespace) != (self.identity, entry.namespace) or \
-                    not np.array_equal(np.asarray(meta.tokens, dtype=np.int64), entry.tokens):
-                raise fmt.EntryError("its header names another entry")
-            kv = fmt.decode(meta, header, payload, like)
-        except fmt.EntryError as exc:
-            self.store.forget(entry, str(exc))
-            return None
-        self.worth.observe_read(entry.size, time.perf_counter() - t0)
-        stats = self.store.stats
-        stats.hits += 1
-        stats.bytes_read += entry.size
-        self.store.touch(entry)
-        return kv
-
-    def spill(self, namespace: str, tokens: list[int], kv: list[Any], wait: float | None = None) -> bool:
-        """Hand an entry leaving RAM to the writer (worker thread); only entries long enough to be worth reading."""
-        if self.store.state != "rw" or not self.worth.worth_writing(len(tokens)):
-            return False
-        if self.store.has(self.identity, namespace, tokens):
-            return False
-        blob = fmt.encode(self.identity, namespace, tokens, kv)
-        if blob is None:
-            return False
-        return self.store.put(blob, wait)

@@ -94,7 +94,7 @@ class ModelWorker(SlotActions):
 
     def _attach_disk(self, directory: str, max_mib: int) -> None:
         """Put the disk tier (``--cache-disk``) under the prompt cache, keyed by what produces this worker's KV."""
-        from mlxd.engine import prompt_disk, prompt_disk_format
+        from mlxd.engine import prompt_disk_format, prompt_disk_tier
         from mlxd.engine.prompt_disk_identity import identity
 
         sched = self.scheduler
@@ -105,8 +105,8 @@ class ModelWorker(SlotActions):
             return
         adapters = [e["path"] for e in self.lora.entries()]
         ident = identity(self.loaded.path, dict(self.loaded.config), layer_kinds, adapters)
-        store = prompt_disk.open_store(directory, max_mib)
-        sched.prompt_cache.attach_disk(prompt_disk.DiskTier(store, ident), sched.new_cache)
+        store = prompt_disk_tier.open_store(directory, max_mib)
+        sched.prompt_cache.attach_disk(prompt_disk_tier.DiskTier(store, ident), sched.new_cache)
         log.info("--cache-disk %s: model %s, identity %s", store.root, self.loaded.name, ident[:12])
 
     # -- lifecycle ------------------------------------------------------------------------------------------

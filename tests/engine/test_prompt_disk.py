@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine import prompt_disk, prompt_disk_format
+from mlxd.engine import prompt_disk, prompt_disk_format, prompt_disk_tier
 from mlxd.engine.lora import AdapterSpec, attach_adapters
+from mlxd.engine.prompt_disk_worth import Worth
 from mlxd.engine.loader import load_model
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.synth_lora import make_adapter
@@ -79,7 +80,7 @@ def test_a_restored_entry_equals_the_cold_run(tiny_model, workers, tmp_path) -> 
     longer = workers(cache_disk=str(tmp_path))
     tokens, cache_n = run(longer, extended)
     assert tokens == want[1] and cache_n >= len(prompt)
-    summary = prompt_disk.summary()
+    summary = prompt_disk_tier.summary()
     assert summary["hits"] >= 2 and summary["bytes_read"] > 0 and summary["bytes_written"] > 0
 
 
@@ -111,7 +112,7 @@ def test_entries_evicted_from_ram_are_read_back(tiny_model, workers, tmp_path) -
 def test_short_prompts_are_not_written(tiny_model, workers, tmp_path) -> None:
     w = workers(cache_disk=str(tmp_path))
     short = list(tiny_model.tokenizer.encode(PROMPTS[1]))
-    assert len(short) < prompt_disk.Worth().min_tokens
+    assert len(short) < Worth().min_tokens
     run(w, short)
     stop(w)
     assert entries(tmp_path) == []
@@ -171,13 +172,13 @@ def test_damaged_files_are_skipped_and_serving_goes_on(tiny_model, workers, tmp_
         path.write_bytes(b"not an entry at all" * 10)
     else:  # a killed writer: only the temporary file exists
         path.rename(path.with_name(path.name + ".tmp"))
-    before = prompt_disk.summary()["corrupt"]
+    before = prompt_disk_tier.summary()["corrupt"]
     w = workers(cache_disk=str(tmp_path))
     assert run(w, prompt) == (want, 0)
     assert not path.exists() or damage == "tmp-only" and not path.exists()
     assert list(tmp_path.glob("*.tmp")) == []
     if damage != "tmp-only":
-        assert prompt_disk.summary()["corrupt"] == before + 1
+        assert prompt_disk_tier.summary()["corrupt"] == before + 1
         assert "cache-disk" in caplog.text
 
 
@@ -285,7 +286,7 @@ def test_another_image_never_reuses_an_entry(tmp_path) -> None:
         cold = worker(cache_ram=0)
         want = {seed: go(cold, seed, cache_prompt=False)[0] for seed in (0, 4)}
         n_prompt = len(media_request(cold, [0]).prompt_tokens)
-        assert n_prompt >= prompt_disk.Worth().min_tokens
+        assert n_prompt >= Worth().min_tokens
         assert media_request(cold, [4]).prompt_tokens == media_request(cold, [0]).prompt_tokens
         writer = worker(cache_disk=str(tmp_path))
         go(writer, 0)
