@@ -55,7 +55,7 @@ def first_token(base_url: str, prompt: str) -> dict[str, Any]:
 
 def start(name: str, checkpoint: Path, cache: Path, ctx: int, work: Path) -> Server:
     argv = [str(BIN / "mlxd-server"), "-m", str(checkpoint), "--host", "127.0.0.1", "--port", "0",
-            "--cache-disk", str(cache), "--parallel", "1", "-c", str(ctx), "--no-warmup", "--metrics"]
+            "--cache-disk", str(cache), "--parallel", "1", "-c", str(ctx), "--metrics"]
     server = Server(name, argv, work / f"{name}.log")
     server.start()
     return server
