@@ -11,7 +11,7 @@ and a context of the length plus 256 tokens
 - SIGTERM: the drain writes the cache to the disk tier (its time from the daemon's log line);
 - **disk**: a new daemon on the same directory, the same prompt (the entry read back, one token to compute);
 - **cold, restarted**: on that daemon, another prompt of the same length, never seen (the cold time with the
-  restarted process's state).
+  restarted process's state; ``--no-cold-restarted`` leaves it out, and cold / disk then uses the first cold).
 
 Each figure is the wall time of a non-streamed ``/completion`` with ``n_predict`` 1 (the time to the first token and
 the response), the median over ``--repeat`` turns; the daemon's own ``timings`` (``prompt_ms``, ``cache_n``) go to the
@@ -70,7 +70,8 @@ def stop(server: Server) -> float | None:
     return float(match.group(2)) if match and int(match.group(1)) else None
 
 
-def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path) -> dict[str, Any]:
+def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path,
+         cold_restarted: bool = True) -> dict[str, Any]:
     cache = work / f"cache-{length}-{salt}"
     first = start("first", checkpoint, cache, length + 256, work)
     seen = prompts.text(length, f"seen-{salt}")
@@ -81,7 +82,8 @@ def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path)
     second = start("second", checkpoint, cache, length + 256, work)
     try:
         out["disk"] = first_token(second.base_url, seen)
-        out["cold_restarted"] = first_token(second.base_url, prompts.text(length, f"unseen-{salt}"))
+        if cold_restarted:
+            out["cold_restarted"] = first_token(second.base_url, prompts.text(length, f"unseen-{salt}"))
     finally:
         stop(second)
     for f in files:
@@ -94,14 +96,18 @@ def main() -> None:
     ap.add_argument("checkpoint", type=Path)
     ap.add_argument("--lengths", default="2048,8192", help="prompt lengths in tokens")
     ap.add_argument("--repeat", type=int, default=3, help="turns per length (the median is reported)")
+    ap.add_argument("--no-cold-restarted", action="store_true",
+                    help="skip the second cold prompt (on a slow machine, the longest part of a turn)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     prompts = Prompts(args.checkpoint)
     results: dict[str, Any] = {"checkpoint": str(args.checkpoint), "lengths": {}}
     with tempfile.TemporaryDirectory(prefix="mlxd-bench-disk-") as tmp:
         for length in [int(x) for x in args.lengths.split(",")]:
-            turns = [turn(args.checkpoint, prompts, length, i, Path(tmp)) for i in range(args.repeat)]
-            med = {k: statistics.median(t[k]["s"] for t in turns) for k in ("cold", "warm", "disk", "cold_restarted")}
+            turns = [turn(args.checkpoint, prompts, length, i, Path(tmp), not args.no_cold_restarted)
+                     for i in range(args.repeat)]
+            med = {k: statistics.median(t[k]["s"] for t in turns) for k in ("cold", "warm", "disk", "cold_restarted")
+                   if k in turns[0]}
             entry = statistics.median(t["entry_bytes"] for t in turns)
             # The two rates the tier compares: bytes read per second (an entry's size over the disk turn's prompt
             # time, which is the read and one token) and prompt tokens computed per second (cold).
@@ -117,8 +123,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for length, r in results["lengths"].items():
         m = r["median_s"]
-        print(f"| {length} | {m['cold']:.2f} s | {m['cold_restarted']:.2f} s | {m['disk']:.3f} s | {m['warm']:.3f} s "
-              f"| {m['cold_restarted'] / m['disk']:.1f}x | {m['disk'] / m['warm']:.2f}x "
+        restarted = m.get("cold_restarted")
+        print(f"| {length} | {m['cold']:.2f} s | {f'{restarted:.2f} s' if restarted else '-'} | {m['disk']:.3f} s "
+              f"| {m['warm']:.3f} s | {(restarted or m['cold']) / m['disk']:.1f}x | {m['disk'] / m['warm']:.2f}x "
               f"| {r['entry_bytes'] / 2**20:.0f} MiB | {r['read_bytes_per_s'] / 1e6:.0f} MB/s "
               f"| {r['prompt_tokens_per_s']:.0f} tok/s |")
 

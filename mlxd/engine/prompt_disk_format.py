@@ -8,14 +8,16 @@ who can write the cache directory, and zlib computes it at several GB/s without 
 
 Work is split by thread: :func:`encode` runs on the model's worker thread (the arrays belong to its stream; it
 evaluates them and copies them into host buffers), :func:`write` on the tier's writer thread (plain bytes only),
-:func:`read` and :func:`decode` on the worker thread again.
+:func:`load` on the worker thread again (its checksum on a helper thread meanwhile).
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
+import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,35 +165,52 @@ def read_header(path: Path) -> tuple[Meta, int]:
     return Meta.of(header), size
 
 
-def read(path: Path) -> tuple[Meta, dict[str, Any], memoryview]:
-    """The whole entry, its checksum verified: (meta, header, the arrays' bytes); raises EntryError."""
+def load(path: Path, like: list[Any]) -> tuple[Meta, list[Any]]:
+    """An entry's header and per-layer caches (worker thread), its checksum verified; ``like`` is a fresh cache of
+    the model, whose layer kinds the entry must have. Raises EntryError.
+
+    The file is mapped, not read into a buffer: the arrays' bytes are copied once, from the page cache into MLX, and
+    the checksum is computed over the mapping on a thread of its own (zlib lets go of the GIL) while the arrays are
+    built; they are thrown away if it fails. The size is checked before anything is touched, and the files of the
+    tier are never changed in place (written whole and renamed, or unlinked, which leaves a mapping valid)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            buf = bytearray(size)
-            if f.readinto(buf) != size:
-                raise EntryError("changed while read")
-    except OSError as exc:
+            start = len(MAGIC) + _LEN.size
+            if size < start + _CRC.size:
+                raise EntryError("not an mlxd prompt-cache entry")
+            # Populated at once: one pass over the page cache rather than a fault per page while copying.
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            mapped = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+    except (OSError, ValueError) as exc:
         raise EntryError(str(exc)) from exc
-    data = memoryview(buf)  # slices of it below are views: the arrays' bytes are copied once, into MLX
-    start = len(MAGIC) + _LEN.size
-    if len(data) < start + _CRC.size or bytes(data[: len(MAGIC)]) != MAGIC:
+    data = memoryview(mapped)
+    if bytes(data[: len(MAGIC)]) != MAGIC:
         raise EntryError("not an mlxd prompt-cache entry")
     (n,) = _LEN.unpack_from(data, len(MAGIC))
-    if zlib.crc32(data[: -_CRC.size]) != _CRC.unpack_from(data, len(data) - _CRC.size)[0]:
-        raise EntryError("checksum mismatch")
     try:
         header = json.loads(bytes(data[start: start + n]))
-    except ValueError as exc:
+        payload = int(header.get("payload", -1))
+    except (ValueError, AttributeError, TypeError) as exc:
         raise EntryError(f"bad header: {exc}") from exc
-    if len(data) != start + n + int(header.get("payload", -1)) + _CRC.size:
+    if size != start + n + payload + _CRC.size:
         raise EntryError("wrong length")
-    return Meta.of(header), header, data[start + n: -_CRC.size]
+    crc: list[int] = []
+    checker = threading.Thread(target=lambda: crc.append(zlib.crc32(data[: -_CRC.size])), name="mlxd-cache-crc")
+    checker.start()
+    try:
+        meta = Meta.of(header)
+        kv = decode(meta, header, data[start + n: -_CRC.size], like)
+    finally:
+        checker.join()
+    if not crc or crc[0] != _CRC.unpack_from(data, size - _CRC.size)[0]:
+        raise EntryError("checksum mismatch")
+    return meta, kv
 
 
 def decode(meta: Meta, header: dict[str, Any], payload: memoryview, like: list[Any]) -> list[Any]:
-    """The per-layer caches of an entry read by :func:`read` (worker thread); ``like`` is a fresh cache of the
-    model, whose layer kinds the entry must have. Raises EntryError."""
+    """The per-layer caches of an entry's arrays (``payload``: their bytes, as :func:`load` maps them); ``like`` is a
+    fresh cache of the model, whose layer kinds the entry must have. Raises EntryError."""
     if kinds(like) != meta.layers:
         raise EntryError("written for other cache layers")
     arrays = []

@@ -113,11 +113,10 @@ class DiskTier:
         its checks."""
         t0 = time.perf_counter()
         try:
-            meta, header, payload = fmt.read(self.store.root / entry.name)
+            meta, kv = fmt.load(self.store.root / entry.name, like)
             if (meta.identity, meta.namespace) != (self.identity, entry.namespace) or \
                     not np.array_equal(np.asarray(meta.tokens, dtype=np.int64), entry.tokens):
                 raise fmt.EntryError("its header names another entry")
-            kv = fmt.decode(meta, header, payload, like)
         except fmt.EntryError as exc:
             if self.store.holds(entry):  # else the writer evicted it meanwhile: a miss, not a bad file
                 self.store.forget(entry, str(exc))
