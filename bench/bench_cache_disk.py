@@ -9,7 +9,8 @@ and a context of the length plus 256 tokens
 - **cold**: a prompt it has never seen (the first request of the daemon);
 - **warm RAM**: the same prompt again (the slot's own cache: one token to compute);
 - SIGTERM: the drain writes the cache to the disk tier (its time from the daemon's log line);
-- **disk**: a new daemon on the same directory, the same prompt (the entry read back, one token to compute);
+- **disk**: a new daemon on the same directory, the same prompt (the entry read back, one token to compute); with
+  ``--primer``, after a short unrelated prompt, so that it is not the process's first request;
 - **cold, restarted**: on that daemon, another prompt of the same length, never seen (the cold time with the
   restarted process's state; ``--no-cold-restarted`` leaves it out, and cold / disk then uses the first cold).
 
@@ -71,7 +72,7 @@ def stop(server: Server) -> float | None:
 
 
 def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path,
-         cold_restarted: bool = True) -> dict[str, Any]:
+         cold_restarted: bool = True, primer: bool = False) -> dict[str, Any]:
     cache = work / f"cache-{length}-{salt}"
     first = start("first", checkpoint, cache, length + 256, work)
     seen = prompts.text(length, f"seen-{salt}")
@@ -81,6 +82,8 @@ def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path,
     out["entry_bytes"] = sum(f.stat().st_size for f in files)
     second = start("second", checkpoint, cache, length + 256, work)
     try:
+        if primer:  # a short unrelated prompt first, so that the disk figure is not the process's first request
+            out["primer"] = first_token(second.base_url, prompts.text(16, f"primer-{salt}"))
         out["disk"] = first_token(second.base_url, seen)
         if cold_restarted:
             out["cold_restarted"] = first_token(second.base_url, prompts.text(length, f"unseen-{salt}"))
@@ -98,13 +101,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="turns per length (the median is reported)")
     ap.add_argument("--no-cold-restarted", action="store_true",
                     help="skip the second cold prompt (on a slow machine, the longest part of a turn)")
+    ap.add_argument("--primer", action="store_true",
+                    help="send the restarted daemon a short unrelated prompt before the cached one (the disk figure "
+                         "then leaves out what a process's first request costs, as the warm RAM figure does)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     prompts = Prompts(args.checkpoint)
     results: dict[str, Any] = {"checkpoint": str(args.checkpoint), "lengths": {}}
     with tempfile.TemporaryDirectory(prefix="mlxd-bench-disk-") as tmp:
         for length in [int(x) for x in args.lengths.split(",")]:
-            turns = [turn(args.checkpoint, prompts, length, i, Path(tmp), not args.no_cold_restarted)
+            turns = [turn(args.checkpoint, prompts, length, i, Path(tmp), not args.no_cold_restarted, args.primer)
                      for i in range(args.repeat)]
             med = {k: statistics.median(t[k]["s"] for t in turns) for k in ("cold", "warm", "disk", "cold_restarted")
                    if k in turns[0]}
