@@ -131,7 +131,10 @@ class ModelWorker(SlotActions):
         with self._cv:
             self._accepting = False
             thread = self._thread
-            if thread is None:
+            if thread is None:  # never started: nothing to drain, but the disk tier's hold on its store goes
+                disk = self.scheduler.prompt_cache.detach_disk()
+                if disk is not None:
+                    disk.close()
                 return
             deadline = time.monotonic() + max(0.0, drain_timeout)
             while self._in_flight and time.monotonic() < deadline:

@@ -297,3 +297,10 @@ def test_another_image_never_reuses_an_entry(tmp_path) -> None:
     finally:
         for w in started:
             w.stop(0.0)
+
+
+def test_a_worker_never_started_lets_its_store_go(tiny_model, tmp_path) -> None:
+    w = ModelWorker(tiny_model, WorkerSettings(ctx_size=2048, cache_disk=str(tmp_path)))
+    assert any(s.root == tmp_path for s in prompt_disk_tier.stores())
+    w.stop(0.0)
+    assert not any(s.root == tmp_path for s in prompt_disk_tier.stores())
