@@ -25,9 +25,10 @@ _retired = Stats()  # what closed stores counted, so that the totals never go ba
 _opened_any = False
 
 
-def open_store(root: str | Path, max_mib: int) -> DiskStore:
-    """The process's store for ``root``: opened (index read, files checked) when no worker holds it, else shared
-    (a later budget replaces the earlier one). Every DiskTier over it holds it until it closes."""
+def open_store(root: str | Path, max_mib: int, identity: str) -> DiskStore:
+    """The process's store for ``root``, held for a worker of ``identity`` until its DiskTier closes: opened (index
+    read, files checked) when no worker holds it, else shared (a later budget replaces the earlier one). The hold is
+    taken under the same lock as the lookup, so a store another worker is letting go is never handed out."""
     global _opened_any
     path = Path(root).expanduser().absolute()
     max_bytes = None if max_mib < 0 else max_mib * 1024 * 1024
@@ -38,6 +39,7 @@ def open_store(root: str | Path, max_mib: int) -> DiskStore:
             store = _stores[path] = DiskStore(path, max_bytes)
         else:
             store.max_bytes = max_bytes
+        store.live[identity] = store.live.get(identity, 0) + 1
         return store
 
 
@@ -77,14 +79,13 @@ def summary() -> dict[str, Any] | None:
 
 
 class DiskTier:
-    """One worker's view of a store: its identity, and the decision whether an entry is worth reading."""
+    """One worker's view of a store (opened for its identity by :func:`open_store`): its identity, and the
+    decision whether an entry is worth reading."""
 
     def __init__(self, store: DiskStore, identity: str, worth: Worth | None = None) -> None:
         self.store = store
         self.identity = identity
         self.worth = worth or Worth()
-        with _stores_lock:
-            store.live[identity] = store.live.get(identity, 0) + 1
         store.expire()
 
     def close(self) -> None:

@@ -105,7 +105,7 @@ class ModelWorker(SlotActions):
             return
         adapters = [e["path"] for e in self.lora.entries()]
         ident = identity(self.loaded.path, dict(self.loaded.config), layer_kinds, adapters)
-        store = prompt_disk_tier.open_store(directory, max_mib)
+        store = prompt_disk_tier.open_store(directory, max_mib, ident)
         sched.prompt_cache.attach_disk(prompt_disk_tier.DiskTier(store, ident), sched.new_cache)
         log.info("--cache-disk %s: model %s, identity %s", store.root, self.loaded.name, ident[:12])
 
