@@ -106,6 +106,15 @@ def render_status(data: dict[str, Any]) -> str:
     for model in data["models"]:
         error = f"  ({model['error']})" if model.get("error") else ""
         lines.append(f"  {model['state']:<9} {model['name']}{error}")
+    disk = data.get("cache_disk")
+    if disk:
+        dirs = ", ".join(f"{d} ({state})" for d, state in disk["dirs"].items()) or "closed"
+        lines += ["", "prompt cache on disk:", _rows([
+            ("  directory", dirs), ("  entries", f"{disk['entries']} ({disk['bytes'] / 2**20:.1f} MiB)"),
+            ("  hits / misses", f"{disk['hits']} / {disk['misses']}"),
+            ("  read / written", f"{disk['bytes_read'] / 2**20:.1f} / {disk['bytes_written'] / 2**20:.1f} MiB"),
+            ("  evictions", disk["evictions"]),
+            ("  dropped / corrupt", f"{disk['dropped']} / {disk['corrupt']}")])]
     return "\n".join(lines)
 
 

@@ -7,7 +7,8 @@ import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol, Sequence, cast
 
 from mlxd.errors import AdminError
-from mlxd.schemas.admin import DaemonStateName, LastErrorView, ModelStateName, ModelView, StatusResponse
+from mlxd.schemas.admin import (CacheDiskView, DaemonStateName, LastErrorView, ModelStateName, ModelView,
+                                StatusResponse)
 
 if TYPE_CHECKING:
     from mlxd.config import Config, ResolvedConfig
@@ -114,6 +115,8 @@ class AdminHost(Protocol):
     @property
     def serving(self) -> ServingView | None: ...  # None until the daemon has built it
 
+    def cache_disk_summary(self) -> dict[str, Any] | None: ...  # the prompt cache's disk tier (None: never opened)
+
 
 def serving_state(host: AdminHost) -> ServingView:
     """The serving state, for a route that needs it; 503 while the daemon is still building it."""
@@ -157,6 +160,12 @@ def models(host: AdminHost) -> list[ModelView]:
     return list(seen.values())
 
 
+def cache_disk(host: AdminHost) -> CacheDiskView | None:
+    """The disk tier's counters, when a worker of this process has opened one."""
+    totals = host.cache_disk_summary()
+    return CacheDiskView(**totals) if totals is not None else None
+
+
 def status(host: AdminHost) -> StatusResponse:
     """``GET /v1/status``."""
     controller = host.controller
@@ -164,11 +173,11 @@ def status(host: AdminHost) -> StatusResponse:
     if controller is None:
         return StatusResponse(state=daemon_state(host), generation=0, config_hash=host.resolved.config_hash,
                               uptime=time.time() - started, last_error=None, pending_restart=[],
-                              models=models(host))
+                              models=models(host), cache_disk=cache_disk(host))
     last = controller.last_error
     return StatusResponse(
         state=daemon_state(host), generation=controller.generation, config_hash=controller.resolved.config_hash,
         uptime=time.time() - started, pending_restart=list(controller.pending_restart), models=models(host),
         last_error=LastErrorView(trigger=last.trigger, message=last.message, time=last.time) if last else None,
-        etag=controller.etag,
+        etag=controller.etag, cache_disk=cache_disk(host),
     )

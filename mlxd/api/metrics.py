@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
 
+from mlxd.engine import prompt_disk_tier
 from mlxd.engine.counters import DecodeCounter
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -42,6 +43,25 @@ LLAMACPP_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("requests_processing", "gauge", "Number of requests processing"),
     ("requests_deferred", "gauge", "Number of requests deferred"),
     ("n_busy_slots_per_decode", "gauge", "Average number of busy slots per llama_decode() call"),
+)
+
+
+# The prompt cache's disk tier (--cache-disk), over every directory the process opened: (name, type, help, key of
+# engine.prompt_disk_tier.summary()).
+CACHE_DISK_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
+    ("mlxd_cache_disk_hits_total", "counter", "Prompts whose cached prefix was read from the disk tier", "hits"),
+    ("mlxd_cache_disk_misses_total", "counter",
+     "Prompt-cache lookups the disk tier did not serve (no entry, or not worth reading)", "misses"),
+    ("mlxd_cache_disk_evictions_total", "counter",
+     "Disk-tier entries removed under --cache-disk-max or expired", "evictions"),
+    ("mlxd_cache_disk_read_bytes_total", "counter", "Bytes read from the disk tier", "bytes_read"),
+    ("mlxd_cache_disk_written_bytes_total", "counter", "Bytes written to the disk tier", "bytes_written"),
+    ("mlxd_cache_disk_dropped_total", "counter",
+     "Entries not written to the disk tier (writer queue full, or the tier read-only)", "dropped"),
+    ("mlxd_cache_disk_corrupt_total", "counter",
+     "Disk-tier files refused as corrupt, truncated or foreign", "corrupt"),
+    ("mlxd_cache_disk_bytes", "gauge", "Bytes the disk tier holds", "bytes"),
+    ("mlxd_cache_disk_entries", "gauge", "Entries the disk tier holds", "entries"),
 )
 
 
@@ -180,6 +200,17 @@ class ServerMetrics:
         if self.model_name:
             model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)
         yield model
+        disk = prompt_disk_tier.summary()
+        if disk is not None:
+            for name, kind, doc, key in CACHE_DISK_FAMILIES:
+                family = Metric(name, doc, kind)
+                family.add_sample(name, {}, float(disk[key]))
+                yield family
+            state = Metric("mlxd_cache_disk_state", "Each disk-tier directory's state: rw, ro (reads only) or off",
+                           "gauge")
+            for directory, st in sorted(disk["dirs"].items()):
+                state.add_sample("mlxd_cache_disk_state", {"dir": directory, "state": st}, 1.0)
+            yield state
         requests = Metric("mlxd_requests_total", "Generation requests received, by route", "counter")
         with self._lock:
             for route, n in sorted(self.requests_total.items()):

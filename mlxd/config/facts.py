@@ -307,6 +307,8 @@ timeout-idle      value float  5.0        0..86400
 connections-max   value int    0          >=0
 state-dir         value str?   ~          restart
 webui-store       pair  bool   true       restart
+cache-disk        value str?   ~ effect=reload
+cache-disk-max    value int    16384      >=-1 effect=reload
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -335,6 +337,11 @@ MLXD_HELP = {
     "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
                        "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
                        "at most 16384)",
+    "cache-disk": "directory of the prompt cache's disk tier: entries evicted from --cache-ram and those held at "
+                  "shutdown are written there and reused after a restart or reload (default: off; the systemd "
+                  "units give $CACHE_DIRECTORY)",
+    "cache-disk-max": "size limit of the --cache-disk tier in MiB, least recently used entries go first (-1: no "
+                      "limit, 0: read only)",
 }
 
 # The list default of --dry-sequence-breaker (help: ('\n', ':', '"', '*')).

@@ -273,3 +273,5 @@ class Config(BaseModel):
     connections_max: int = 0
     state_dir: str | None = None
     webui_store: bool = True
+    cache_disk: str | None = None
+    cache_disk_max: int = 16384

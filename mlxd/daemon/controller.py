@@ -249,7 +249,8 @@ class Controller(ModelLifecycle):
                 return None
             name = served.name
             self.serving.sleeping, self.serving.model = True, None
-            await asyncio.to_thread(served.worker.stop, 0.0)
+            # Nothing is in flight; with a disk tier the prompt cache is written there first, so waking is warm.
+            await asyncio.to_thread(served.worker.stop, 0.0, float(self.resolved.config.shutdown_timeout))
             del served
             gc.collect()
             self.model_state(name, "unloaded")

@@ -11,6 +11,7 @@ import enum
 import logging
 import os
 import signal
+import time
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from mlxd.daemon.connections import ConnectionLimits, ServingProtocol
@@ -95,6 +96,12 @@ class Daemon:
         self._admin_listener: Listener | None = None
         self._admin_server: Any = None
         self.webui_store: "ConversationStore | None" = None
+
+    def cache_disk_summary(self) -> dict[str, Any] | None:
+        """The prompt cache's disk tier over the process's life, for the admin status (None: never opened)."""
+        from mlxd.engine import prompt_disk_tier
+
+        return prompt_disk_tier.summary()
 
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
@@ -322,6 +329,7 @@ class Daemon:
         pool = self.controller.pool if self.controller is not None else None
         if pool is not None:
             pool.end_streams()  # /models/sse readers: ending their streams changes no state
+        started = time.monotonic()
         drained = await self.in_flight.wait_idle(timeout)
         if not drained:
             log.warning("drain timed out with %d request(s) in flight; ending them", self.in_flight.count)
@@ -331,7 +339,8 @@ class Daemon:
             await self.controller.close()  # a change in progress lands; replaced and router models are freed
         model = self.serving.model if self.serving else None
         if model is not None:
-            await asyncio.to_thread(model.worker.stop, 0.0)
+            # What is left of --shutdown-timeout goes to writing the prompt cache to its disk tier (if any).
+            await asyncio.to_thread(model.worker.stop, 0.0, max(0.0, timeout - (time.monotonic() - started)))
             log.info("model %s stopped", model.name)
         if not drained and not await self.in_flight.wait_idle(FLUSH_SECONDS):
             log.warning("%d request(s) still open after the in-band error; closing them", self.in_flight.count)

@@ -170,10 +170,23 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
                 slot.seq.end_reasoning()
                 return
 
+    def spill(self, deadline: float) -> int:
+        """Write the slots' and the prompt cache's entries to the disk tier until ``deadline`` (worker stop)."""
+        residents = [(r.namespace, r.tokens, r.kv) for slot in self.slots.slots
+                     if (r := slot.resident) is not None and not r.published]
+        try:
+            return self.prompt_cache.spill(residents, deadline)
+        except Exception:  # the tier must never keep a worker from stopping
+            log.exception("writing the prompt cache to disk failed")
+            return 0
+
     def close(self) -> None:
         """Forget every cache (on the worker thread, before it ends: the arrays belong to its stream)."""
         for slot in self.slots.slots:
             slot.resident = slot.kv = None
+        disk = self.prompt_cache.detach_disk()
+        if disk is not None:
+            disk.close()
         self.prompt_cache = PromptCache(0)
         self.batch = DecodeBatch()
         self._draft_rows = DraftRows()
@@ -340,6 +353,8 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
             seq.finish(slot.id)
         if kv is not None and not seq.failed and not seq.shifted:
             slot.resident = Resident(seq.request.cache_namespace, seq.cached_tokens(), kv)
+        if not seq.failed:
+            self.prompt_cache.observe_prompt(len(seq.prompt) - seq.n_cache, seq.t_prompt_ms / 1e3)
         slot.last, slot.seq, slot.kv, slot.t_last_used = seq, None, None, time.monotonic()
 
     def _drop(self, slot: Slot, message: str) -> None:

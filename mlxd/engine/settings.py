@@ -39,6 +39,8 @@ class WorkerSettings(BaseModel):
     cont_batching: bool = _default("cont-batching")
     cache_prompt: bool = _default("cache-prompt")  # the default of requests' cache_prompt (the api applies it)
     cache_ram: int = _default("cache-ram")  # prompt cache budget in MiB; -1 = no limit, 0 = disabled
+    cache_disk: str | None = _default("cache-disk")  # the prompt cache's disk tier (engine.prompt_disk); None = off
+    cache_disk_max: int = _default("cache-disk-max")  # its size limit in MiB; -1 = no limit, 0 = read only
     cache_idle_slots: bool = _default("cache-idle-slots")  # idle slots go to the prompt cache when a task starts
     context_shift: bool = _default("context-shift")
     keep: int = _default("keep")  # prompt tokens kept on a context shift; -1 = all

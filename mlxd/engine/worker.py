@@ -80,6 +80,8 @@ class ModelWorker(SlotActions):
         # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
         self.lora = lora if lora is not None else LoraSet.empty()
         self.scheduler.lora = self.lora
+        if settings.cache_disk:
+            self._attach_disk(settings.cache_disk, settings.cache_disk_max)
         self._kv_info = kv_types.describe(self.scheduler.kv_type, loaded.model, self.n_ctx_slot)
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
@@ -89,7 +91,25 @@ class ModelWorker(SlotActions):
         self._next_task = 0
         self._accepting = False
         self._stopping = False
+        self._spill_deadline = 0.0  # until when a stopping worker writes its prompt cache to the disk tier
         self._thread: threading.Thread | None = None
+
+    def _attach_disk(self, directory: str, max_mib: int) -> None:
+        """Put the disk tier (``--cache-disk``) under the prompt cache, keyed by what produces this worker's KV."""
+        from mlxd.engine import prompt_disk_format, prompt_disk_tier
+        from mlxd.engine.prompt_disk_identity import identity
+
+        sched = self.scheduler
+        layer_kinds = prompt_disk_format.kinds(sched.new_cache())
+        if layer_kinds is None:
+            log.warning("--cache-disk: %s keeps sliding-window or recurrent caches, which the disk tier cannot "
+                        "hold; the tier is not used for it", self.loaded.name)
+            return
+        adapters = [e["path"] for e in self.lora.entries()]
+        ident = identity(self.loaded.path, dict(self.loaded.config), layer_kinds, adapters)
+        store = prompt_disk_tier.open_store(directory, max_mib, ident)
+        sched.prompt_cache.attach_disk(prompt_disk_tier.DiskTier(store, ident), sched.new_cache)
+        log.info("--cache-disk %s: model %s, identity %s", store.root, self.loaded.name, ident[:12])
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -105,16 +125,23 @@ class ModelWorker(SlotActions):
             self._thread = threading.Thread(target=self._run, name=f"mlxd-worker-{self.loaded.name}", daemon=True)
             self._thread.start()
 
-    def stop(self, drain_timeout: float = 0.0) -> None:
-        """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest."""
+    def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
+        """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest.
+
+        With a disk tier, the prompt cache is then written to it for up to ``spill_timeout`` seconds (None: what
+        is left of ``drain_timeout``)."""
         with self._cv:
             self._accepting = False
             thread = self._thread
-            if thread is None:
+            if thread is None:  # never started: nothing to drain, but the disk tier's hold on its store goes
+                disk = self.scheduler.prompt_cache.detach_disk()
+                if disk is not None:
+                    disk.close()
                 return
             deadline = time.monotonic() + max(0.0, drain_timeout)
             while self._in_flight and time.monotonic() < deadline:
                 self._cv.wait(timeout=min(0.05, max(0.0, deadline - time.monotonic())))
+            self._spill_deadline = deadline if spill_timeout is None else time.monotonic() + max(0.0, spill_timeout)
             self._stopping = True
             self._cv.notify_all()
         thread.join()
@@ -339,6 +366,10 @@ class ModelWorker(SlotActions):
                 for _, job_done in dropped:
                     job_done.set_exception(Unavailable("the model was unloaded"))
                 self.scheduler.cancel_all("the model was unloaded before the request finished")
+                if self.scheduler.prompt_cache.disk is not None and time.monotonic() < self._spill_deadline:
+                    t0 = time.monotonic()
+                    n = self.scheduler.spill(self._spill_deadline)
+                    log.info("prompt cache: %d entries written to the disk tier in %.2f s", n, time.monotonic() - t0)
                 self.scheduler.close()
                 return
             try:

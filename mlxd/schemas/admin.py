@@ -32,6 +32,24 @@ class ModelView(_Wire):
     error: str | None = None
 
 
+class CacheDiskView(_Wire):
+    """The prompt cache's disk tier (``--cache-disk``) over the process's life: every directory opened."""
+
+    hits: int  # prompts that took their prefix from disk
+    misses: int  # lookups the tier could not serve (none, or not worth reading)
+    entries: int
+    bytes: int  # on disk now
+    evictions: int  # entries removed under --cache-disk-max or expired
+    bytes_read: int
+    bytes_written: int
+    tokens_read: int
+    writes: int
+    dropped: int  # entries not written: queue full or read-only
+    corrupt: int  # files refused (checksum, truncated, foreign)
+    write_errors: int
+    dirs: dict[str, str]  # directory -> rw, ro or off
+
+
 class StatusResponse(_Wire):
     state: DaemonStateName
     generation: int
@@ -41,6 +59,7 @@ class StatusResponse(_Wire):
     pending_restart: list[str]
     models: list[ModelView]
     etag: str | None = None
+    cache_disk: CacheDiskView | None = None  # None: no --cache-disk in this process
 
 
 class OptionView(_Wire):

@@ -30,7 +30,7 @@ class FakeWorker:
     stopped: bool = False
     n_in_flight: int = 0
 
-    def stop(self, timeout: float) -> None:
+    def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
         self.stopped = True
 
 
