@@ -98,7 +98,9 @@ def refusals(settings: Mapping[str, Setting], table: OptionTable) -> list[Config
 
 def _explicit(settings: Mapping[str, Setting], name: str) -> Setting | None:
     setting = settings.get(name)
-    return setting if setting is not None and setting.source != "default" and setting.value is not None else None
+    # An empty string is b10621's own "not given" for a path (its std::string options test .empty()).
+    return setting if setting is not None and setting.source != "default" and setting.value not in (None, "") \
+        else None
 
 
 def contradictions(settings: Mapping[str, Setting], *, model_argument: bool = True) -> list[ConfigProblem]:

@@ -17,8 +17,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
-from mlxd.config import UNSET, ChangePlan, ConfigError, ResolvedConfig, apply_overrides, diff
+from mlxd.config import UNSET, ChangePlan, ResolvedConfig, apply_overrides, diff
 from mlxd.config.change import ChangeResult, LastError
+from mlxd.daemon.actions import (Action, ConfigAction, LoraScales, Patch, PoolAction, PoolRequest, Reread, Replace,
+                                 Sleep, Wake)
 from mlxd.daemon.admin_layer import canonical, etag, loses_the_model, reread
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.events import EventBus
@@ -26,7 +28,7 @@ from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.model_lifecycle import ModelLifecycle
 from mlxd.daemon.notify import Notifier
 from mlxd.daemon.served import live_scales, lora_overrides, refresh
-from mlxd.errors import AdminError, MlxdError
+from mlxd.errors import AdminError, EngineError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
@@ -121,41 +123,71 @@ class Controller(ModelLifecycle):
             self._commit("startup", (), desired.config_hash)
             return what
 
-    # -- triggers that rebuild the configuration --------------------------------------------------------------
-    async def reload(self, trigger: str = "sighup", *, dry_run: bool = False) -> ChangeResult:
-        """Re-read the files (TOML, presets, config.ini) with the startup argv and environment; the admin layer
-        stays on top, less the options the files now set to something else (docs/admin.md)."""
+    # -- the one path -----------------------------------------------------------------------------------------
+    async def change(self, action: Action, *, trigger: str, dry_run: bool = False,
+                     if_match: str | None = None) -> ChangeResult:
+        """Take the lock, check ``If-Match``, then plan, apply and commit ``action``, or record why not and change
+        nothing. A configuration action is diffed against the running configuration (``dry_run`` stops there); a
+        runtime one commits what the pool, sleep or wake did. Raises AdminError for a stale ``If-Match`` or a pool
+        action that names nothing to change, and the load error of a failed wake (its requests get it)."""
         async with self.lock:
-            try:
-                fresh, desired, kept = await asyncio.to_thread(reread, self.argv, self.env, self.overrides, self.base)
-            except ConfigError as exc:
-                return self._refuse(trigger, str(exc), dry_run)
+            self._check_etag(if_match)
+            if isinstance(action, (Reread, Patch, Replace, LoraScales)):
+                try:
+                    desired, overrides, base = await self._desired(action)
+                except MlxdError as exc:
+                    return self._refuse(trigger, str(exc), dry_run)
+                return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides, base=base)
+            if isinstance(action, PoolAction):
+                return await self._pool_action(action, trigger)
+            if isinstance(action, PoolRequest):
+                return await self._pool_request(action)
+            if isinstance(action, Sleep):
+                return await self._sleep(action)
+            return await self._wake(action)
+
+    async def _desired(self, action: ConfigAction) -> tuple[ResolvedConfig, dict[str, Any], ResolvedConfig | None]:
+        """The configuration ``action`` asks for, the admin layer that gives it, and the files' part when they were
+        read again; raises MlxdError when it cannot be built."""
+        if isinstance(action, Reread):
+            # The admin layer stays on top, less the options the files now set to something else (docs/admin.md).
+            fresh, desired, kept = await asyncio.to_thread(reread, self.argv, self.env, self.overrides, self.base)
             refusal = loses_the_model(self.resolved, desired)
             if refusal is not None:
-                return self._refuse(trigger, refusal, dry_run)
-            return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=kept, base=fresh)
+                raise MlxdError(refusal)
+            return desired, kept, fresh
+        if isinstance(action, Replace):
+            fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
+            return (apply_overrides(fresh, action.values) if action.values else fresh), canonical(action.values), fresh
+        values = action.values if isinstance(action, Patch) else self._scaled(action.scales)
+        desired = apply_overrides(self.resolved, values)
+        # UNSET drops an override, so it is not kept in the admin layer.
+        overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items() if v is not UNSET}
+        return desired, overrides, None
+
+    def _scaled(self, scales: Mapping[int, float]) -> dict[str, Any]:
+        """``lora-scaled`` (and what it replaces) giving the served model's adapters ``scales``; an unknown id or a
+        non-finite scale raises."""
+        model = self.serving.model
+        if model is None:
+            raise EngineError("no model is loaded: LoRA scales belong to a loaded model")
+        return lora_overrides(self.resolved.config, model.worker.lora.check(dict(scales)))
+
+    # -- the triggers, each one typed action ------------------------------------------------------------------
+    async def reload(self, trigger: str = "sighup", *, dry_run: bool = False) -> ChangeResult:
+        """Re-read the files (TOML, presets, config.ini): a file edit, SIGHUP, ``POST /v1/reload``."""
+        return await self.change(Reread(), trigger=trigger, dry_run=dry_run)
 
     async def patch(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
                     if_match: str | None = None) -> ChangeResult:
         """Lay ``{option: value}`` over the running configuration as the admin layer (source ``admin``)."""
-        async with self.lock:
-            self._check_etag(if_match)
-            return await self._patch(values, trigger=trigger, dry_run=dry_run)
+        return await self.change(Patch(values), trigger=trigger, dry_run=dry_run, if_match=if_match)
 
     async def replace_overrides(self, values: Mapping[str, Any], *, trigger: str = "admin", dry_run: bool = False,
                                 if_match: str | None = None) -> ChangeResult:
         """Replace the whole admin layer with ``values`` (options not named fall back to the files)."""
-        async with self.lock:
-            self._check_etag(if_match)
-            try:
-                fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
-                desired = apply_overrides(fresh, values) if values else fresh
-                overrides = canonical(values)
-            except ConfigError as exc:
-                return self._refuse(trigger, str(exc), dry_run)
-            return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides, base=fresh)
+        return await self.change(Replace(values), trigger=trigger, dry_run=dry_run, if_match=if_match)
 
-    # -- LoRA scales: the lora-scaled option of the admin layer ----------------------------------------------
     def lora_state(self) -> list[dict[str, Any]]:
         """The served model's adapters with their server-wide scales: ``[{"id", "path", "scale"}]``."""
         model = self.serving.model
@@ -168,66 +200,77 @@ class Controller(ModelLifecycle):
         The scales become the admin layer's ``lora-scaled`` (so they have provenance, are in the config hash,
         survive reloads and are written by ``persist``) and apply live to the loaded adapters, without reloading
         the weights. An unknown id or a non-finite scale is refused and changes nothing. Requests already
-        submitted keep their scales. ``if_match`` is checked under the lock, as for every other change."""
-        async with self.lock:
-            self._check_etag(if_match)
-            model = self.serving.model
-            if model is None:
-                return self._refuse(trigger, "no model is loaded: LoRA scales belong to a loaded model", False)
-            try:
-                full = model.worker.lora.check(scales)
-            except MlxdError as exc:
-                return self._refuse(trigger, str(exc), False)
-            return await self._patch(lora_overrides(self.resolved.config, full), trigger=trigger, dry_run=False)
+        submitted keep their scales."""
+        return await self.change(LoraScales(scales), trigger=trigger, if_match=if_match)
 
-    # -- the router's pool: explicit loads and unloads --------------------------------------------------------
     async def load_pool_model(self, name: str, *, trigger: str, wait: bool = False) -> ChangeResult:
         """Load a router model (``POST /models/load``, ``mlxd admin load``); a name the pool does not know, or a
         model already running, raises RequestError (the client's mistake, not a refused change)."""
-        return await self._pool_action("load", name, trigger=trigger, wait=wait)
+        return await self.change(PoolAction("load", name, wait), trigger=trigger)
 
     async def unload_pool_model(self, name: str, *, trigger: str) -> ChangeResult:
         """Unload a router model once its in-flight requests finish: the only way the pool is emptied."""
-        return await self._pool_action("unload", name, trigger=trigger, wait=True)
+        return await self.change(PoolAction("unload", name), trigger=trigger)
 
-    async def _pool_action(self, action: str, name: str, *, trigger: str, wait: bool) -> ChangeResult:
-        async with self.lock:
-            pool = self.pool
-            if pool is None:
-                raise AdminError("not_router", "the daemon serves one model; load and unload change its model", 409)
-            error: MlxdError | None = None
-            try:
-                if action == "load":
-                    await pool.load(name, wait=wait, trigger=trigger)
-                else:
-                    await pool.unload(name, trigger=trigger)
-            except MlxdError as exc:
-                error = exc
-            steps = pool.take_steps()
-            if error is not None and not steps and getattr(error, "status", 500) < 500:
-                raise error  # the client's mistake (unknown name, not running): nothing changed
-            result = self._commit_steps(steps)
-            if error is not None and (result is None or result.error is None):
-                return self._refuse(trigger, f"model {name!r}: {error}", False)
-            # A load not waited for (POST /models/load) commits when its model is installed.
-            return result or ChangeResult(False, self.generation, self.resolved.config_hash, (), ())
-
-    # -- the router's own changes: on-demand loads, finished loads, LRU evictions, idle unloads ----------------
     async def pool_change(self, pool: "ModelPool", change: "PoolChange") -> None:
-        """Execute a change the router's pool asks for, under the lock, and commit what it did: one generation
-        per model loaded or unloaded (an eviction, an idle unload), a refusal for a load that failed (the request
-        gets its error, the entry shows failed, the rest of the pool is as it was).
+        """A change the router's pool asks for (an on-demand load, a finished load, an LRU eviction, an idle
+        unload): one generation per model loaded or unloaded, a refusal for a load that failed (the request gets
+        its error, the entry shows failed, the rest of the pool is as it was).
 
         The lock is held only while the pool decides and installs; a model's weights are read on a thread with
-        the lock free (mlxd.daemon.router.ModelPool says how waits avoid it). A pool no longer in service (the
-        router became a single-model server) still executes, so its models are freed, but commits nothing."""
-        async with self.lock:
-            try:
-                await pool.execute(change)
-            finally:
-                steps = pool.take_steps()
-                if pool is self.pool:
-                    self._commit_steps(steps)
+        the lock free (mlxd.daemon.router.ModelPool says how waits avoid it)."""
+        await self.change(PoolRequest(pool, change), trigger=change.trigger)
+
+    async def sleep(self, still_idle: Callable[["ServedModel"], bool]) -> str | None:
+        """Take the served model out of service and free it, when ``still_idle(model)`` agrees under the lock (it
+        also caches what sleeping routes answer); the model's name, or None when it did not sleep."""
+        slept: list[str] = []
+
+        def idle(served: "ServedModel") -> bool:
+            if still_idle(served):
+                slept.append(served.name)
+                return True
+            return False
+
+        result = await self.change(Sleep(idle), trigger="sleep")
+        return slept[0] if result.applied and slept else None
+
+    async def wake(self, name: str) -> None:
+        """Load the model again (once, however many requests wait for it); a failure is recorded and raised."""
+        await self.change(Wake(name), trigger="wake")
+
+    # -- runtime changes: the router's pool, sleep and wake ---------------------------------------------------
+    async def _pool_action(self, action: PoolAction, trigger: str) -> ChangeResult:
+        pool = self.pool
+        if pool is None:
+            raise AdminError("not_router", "the daemon serves one model; load and unload change its model", 409)
+        error: MlxdError | None = None
+        try:
+            if action.kind == "load":
+                await pool.load(action.name, wait=action.wait, trigger=trigger)
+            else:
+                await pool.unload(action.name, trigger=trigger)
+        except MlxdError as exc:
+            error = exc
+        steps = pool.take_steps()
+        if error is not None and not steps and getattr(error, "status", 500) < 500:
+            raise error  # the client's mistake (unknown name, not running): nothing changed
+        result = self._commit_steps(steps)
+        if error is not None and (result is None or result.error is None):
+            return self._refuse(trigger, f"model {action.name!r}: {error}", False)
+        # A load not waited for (POST /models/load) commits when its model is installed.
+        return result or self._unchanged()
+
+    async def _pool_request(self, request: PoolRequest) -> ChangeResult:
+        # A pool no longer in service (the router became a single-model server) still executes, so its models are
+        # freed, but commits nothing.
+        pool = request.pool
+        try:
+            await pool.execute(request.change)
+        finally:
+            steps = pool.take_steps()
+            result = self._commit_steps(steps) if pool is self.pool else None
+        return result or self._unchanged()
 
     def _commit_steps(self, steps: "list[PoolStep]") -> ChangeResult | None:
         """Commit each model the pool loaded or unloaded as a generation; refuse each load that failed."""
@@ -239,54 +282,41 @@ class Controller(ModelLifecycle):
                 result = self._commit(step.trigger, (f"models/{step.name}",), self.resolved.config_hash)
         return result
 
-    # -- idle sleep and wake (--sleep-idle-seconds) -----------------------------------------------------------
-    async def sleep(self, still_idle: Callable[["ServedModel"], bool]) -> str | None:
-        """Take the served model out of service and free it, when ``still_idle(model)`` agrees under the lock (it
-        also caches what sleeping routes answer); the model's name, or None when it did not sleep."""
-        async with self.lock:
-            served = self.serving.model
-            if served is None or self.serving.sleeping or not still_idle(served):
-                return None
-            name = served.name
-            self.serving.sleeping, self.serving.model = True, None
-            # Nothing is in flight; with a disk tier the prompt cache is written there first, so waking is warm.
-            await asyncio.to_thread(served.worker.stop, 0.0, float(self.resolved.config.shutdown_timeout))
-            del served
-            gc.collect()
-            self.model_state(name, "unloaded")
-            self._commit("sleep", ("sleeping",), self.resolved.config_hash)
-            return name
+    async def _sleep(self, action: Sleep) -> ChangeResult:
+        served = self.serving.model
+        if served is None or self.serving.sleeping or not action.still_idle(served):
+            return self._unchanged()
+        name = served.name
+        self.serving.sleeping, self.serving.model = True, None
+        # Nothing is in flight; with a disk tier the prompt cache is written there first, so waking is warm.
+        await asyncio.to_thread(served.worker.stop, 0.0, float(self.resolved.config.shutdown_timeout))
+        del served
+        gc.collect()
+        self.model_state(name, "unloaded")
+        return self._commit("sleep", ("sleeping",), self.resolved.config_hash)
 
-    async def wake(self, name: str) -> None:
-        """Load the model again (once, however many requests wait for it); a failure is recorded and raised."""
-        async with self.lock:
-            if not self.serving.sleeping:
-                return
-            if self.serving.model is None:
-                try:
-                    served = await self._load(self.resolved, why=" again (woken by a request)")
-                except MlxdError as exc:
-                    self._refuse("wake", str(exc), False)
-                    raise
-                self.serving.model = served
-            self.serving.sleeping = False
-            self.model_states.pop(name, None)
-            self.events.publish("model", name=name, state="loaded")
-            self._commit("wake", ("sleeping",), self.resolved.config_hash)
+    async def _wake(self, action: Wake) -> ChangeResult:
+        if not self.serving.sleeping:
+            return self._unchanged()
+        if self.serving.model is None:
+            try:
+                served = await self._load(self.resolved, why=" again (woken by a request)")
+            except MlxdError as exc:
+                self._refuse("wake", str(exc), False)
+                raise
+            self.serving.model = served
+        self.serving.sleeping = False
+        self.model_states.pop(action.name, None)
+        self.events.publish("model", name=action.name, state="loaded")
+        return self._commit("wake", ("sleeping",), self.resolved.config_hash)
+
+    def _unchanged(self) -> ChangeResult:
+        return ChangeResult(False, self.generation, self.resolved.config_hash, (), ())
 
     # -- the path ---------------------------------------------------------------------------------------------
     def _check_etag(self, if_match: str | None) -> None:
         if if_match is not None and if_match.strip('"') != self.etag:
             raise AdminError("conflict", f"the configuration changed (etag {self.etag}); re-read and retry", 412)
-
-    async def _patch(self, values: Mapping[str, Any], *, trigger: str, dry_run: bool) -> ChangeResult:
-        try:
-            desired = apply_overrides(self.resolved, values)
-            # UNSET drops an override, so it is not kept in the admin layer.
-            overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items() if v is not UNSET}
-        except ConfigError as exc:
-            return self._refuse(trigger, str(exc), dry_run)
-        return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides)
 
     async def _change(self, desired: ResolvedConfig, *, trigger: str, dry_run: bool, overrides: dict[str, Any],
                       base: ResolvedConfig | None = None) -> ChangeResult:

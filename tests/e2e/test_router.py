@@ -213,8 +213,9 @@ def test_reload_after_ini_edit_sse_autoload_off_and_failed_load(start_server: Ca
 
     # A model argument given at run time turns the router into a single-model server; the pool's models go.
     with admin(layout / "admin.sock") as client:
-        answer = client.patch("/v1/config", json={"model": str(tiny_checkpoint), "models-dir": None,
-                                                  "models-preset": None})
+        # null would only drop an admin override; an empty path is b10621's own "not given".
+        answer = client.patch("/v1/config", json={"model": str(tiny_checkpoint), "models-dir": "",
+                                                  "models-preset": ""})
         assert answer.status_code == 200 and answer.json()["applied"], answer.text
     with running.client() as client:
         single = client.get("/v1/models").json()

@@ -198,15 +198,34 @@ def test_the_pool_changes_itself_only_through_its_owner() -> None:
     assert all(GATEWAY in _self_calls(methods[m]) for m in ("_ensure_loaded", "_load", "_watch_idle"))
 
 
-def test_the_owner_executes_and_commits_the_pools_changes() -> None:
+TRIGGERS = ("reload", "patch", "replace_overrides", "set_lora_scales", "load_pool_model", "unload_pool_model",
+            "pool_change", "sleep", "wake")
+
+
+def _owner_methods() -> dict[str, ast.AsyncFunctionDef | ast.FunctionDef]:
     tree = ast.parse(OWNER.read_text(), str(OWNER))
     owner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Controller")
-    change = next(n for n in owner.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "pool_change")
-    calls = {n.func.attr for n in ast.walk(change) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
-    assert {"execute", "take_steps", "_commit_steps"} <= calls, calls
-    held = [n for n in ast.walk(change) if isinstance(n, ast.AsyncWith)]
-    assert held and any(isinstance(i.context_expr, ast.Attribute) and i.context_expr.attr == "lock"
-                        for w in held for i in w.items), "pool changes run under the owner's lock"
+    return {n.name: n for n in owner.body if isinstance(n, (ast.AsyncFunctionDef, ast.FunctionDef))}
+
+
+def _calls(node: ast.AST) -> set[str]:
+    return {n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+
+
+def _holds_the_lock(node: ast.AST) -> bool:
+    return any(isinstance(i.context_expr, ast.Attribute) and i.context_expr.attr == "lock"
+               for w in ast.walk(node) if isinstance(w, ast.AsyncWith) for i in w.items)
+
+
+def test_every_trigger_is_one_typed_action_through_the_one_path() -> None:
+    """Design principle 3: each trigger builds an action for ``change``, which alone takes the lock (besides
+    startup and the final close) and checks If-Match; the pool's own changes are executed and committed there."""
+    methods = _owner_methods()
+    for name in TRIGGERS:
+        assert "change" in _calls(methods[name]) and not _holds_the_lock(methods[name]), name
+    assert {name for name, m in methods.items() if _holds_the_lock(m)} == {"change", "start", "close"}
+    assert "_check_etag" in _calls(methods["change"])
+    assert {"execute", "take_steps", "_commit_steps"} <= _calls(methods["_pool_request"])
 
 
 def _runtime_imports(path: Path) -> set[str]:

@@ -21,7 +21,7 @@ from mlxd.daemon.serve import log_settings
 from mlxd.engine.sampling import SamplingParams
 from mlxd.engine.sampling.defaults import sampling_defaults
 from mlxd.engine.spec import ModelSpec
-from mlxd.errors import EngineError
+from mlxd.errors import AdminError, EngineError
 
 
 @dataclass
@@ -184,5 +184,54 @@ def test_sleep_frees_the_model_and_wake_loads_it_again(tmp_path: Path) -> None:
         assert not controller.serving.sleeping and len(loader.loads) == 2 and controller.generation == 3
         assert controller.serving.model is not None
         assert controller.serving.model.sampling_defaults == sampling_defaults(controller.resolved.config)
+
+    asyncio.run(run())
+
+
+def test_a_reread_applies_the_files_and_refuses_one_that_loses_the_model(tmp_path: Path) -> None:
+    async def run() -> None:
+        toml = tmp_path / "mlxd.toml"
+        (tmp_path / "model").mkdir()
+        toml.write_text(f'model = "{tmp_path / "model"}"\ntemperature = 0.5\n')
+        args = ["--config", str(toml)]
+        resolved = resolve_serving(args, {})
+        loader = FakeLoader()
+        controller = Controller(argv=args, env={}, resolved=resolved, serving=ServingState(config=resolved.config),
+                                notifier=Notifier({}), load_model=loader, log_settings=log_settings)
+        await controller.start()
+        toml.write_text(f'model = "{tmp_path / "model"}"\ntemperature = 0.25\n')
+        result = await controller.reload("file")
+        assert result.applied and result.changed == ("temperature",) and len(loader.loads) == 1
+        toml.write_text("temperature = 0.3\n")  # a write that lost the model line
+        refused = await controller.reload("file")
+        assert not refused.applied and refused.error and controller.resolved.config.temperature == 0.25
+
+    asyncio.run(run())
+
+
+def test_if_match_is_checked_under_the_lock_for_every_action(tmp_path: Path) -> None:
+    async def run() -> None:
+        controller, _ = make(tmp_path)
+        await controller.start()
+        stale = controller.etag
+        await controller.patch({"top-k": 3})
+        for attempt in (controller.patch({"top-k": 4}, if_match=stale),
+                        controller.replace_overrides({}, if_match=stale),
+                        controller.set_lora_scales({}, trigger="t", if_match=stale)):
+            with pytest.raises(AdminError) as refused:
+                await attempt
+            assert refused.value.status == 412
+        assert controller.resolved.config.top_k == 3
+
+    asyncio.run(run())
+
+
+def test_lora_scales_without_a_model_are_refused(tmp_path: Path) -> None:
+    async def run() -> None:
+        controller, _ = make(tmp_path)
+        await controller.start()
+        assert await controller.sleep(lambda model: True) is not None
+        result = await controller.set_lora_scales({0: 0.5}, trigger="t")
+        assert not result.applied and "no model is loaded" in (result.error or "")
 
     asyncio.run(run())
