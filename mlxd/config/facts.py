@@ -196,7 +196,7 @@ slot-save-path          str?   ~
 media-path              str?   ~           supported
 models-dir              str?   ~ effect=pool
 models-preset           str?   ~                       supported effect=pool
-models-max              int    4           >=0         supported effect=pool
+models-max              int    4           >=0         effect=pool
 models-autoload         bool   true                    supported effect=pool
 jinja                   bool   true                    supported effect=template
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
@@ -305,6 +305,7 @@ shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
 timeout-idle      value float  5.0        0..86400
 connections-max   value int    0          >=0
+models-wait-timeout value float 30.0     0..86400 effect=pool
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -325,6 +326,8 @@ MLXD_HELP = {
                       "limit)",
     "timeout-idle": "seconds a keep-alive connection may sit idle between requests (a new one before its first "
                     "byte too; 0: no limit)",
+    "models-wait-timeout": "router mode: seconds a request waits for room under --models-max when every model "
+                           "there is loading, draining or busy; then 503 with Retry-After (b10621: 500 at once)",
     "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
                        "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
                        "at most 16384)",

@@ -271,3 +271,4 @@ class Config(BaseModel):
     timeout_header: float = 10.0
     timeout_idle: float = 5.0
     connections_max: int = 0
+    models_wait_timeout: float = 30.0
