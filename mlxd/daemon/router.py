@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
 from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, meta, visible
 from mlxd.daemon.router_events import PoolEvents
+from mlxd.engine.memory import release_freed_memory
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
@@ -400,6 +401,9 @@ class ModelPool:
             self._steps.append(PoolStep(trigger or why, entry.name, "unloaded"))
             self._publish(entry.name, "status_change", {"status": "unloaded"})
             log.info("model name=%s unloaded (%s)", entry.name, why)
+            del served
+            # The freed model's pages go back to the system (mlxd.engine.memory), off the loop and the lock.
+            loop.run_in_executor(None, release_freed_memory)
 
     @staticmethod
     def _idle_now(entry: Entry) -> bool:
