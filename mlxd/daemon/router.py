@@ -279,8 +279,15 @@ class ModelPool:
         while True:
             if entry.state == "loaded" and entry.served is not None:
                 return entry.served
-            if entry.stopping is not None:
-                await asyncio.shield(entry.stopping)
+            stopping = entry.stopping
+            if stopping is not None:
+                if stopping.done():
+                    # The drain ended, and the _stop awaiting it clears ``stopping`` once it resumes: awaiting the
+                    # finished task again returns without yielding, and this loop would hold the event loop, and
+                    # that _stop, forever (a 2-minute freeze under router churn). Yield to it instead.
+                    await asyncio.sleep(0.01)
+                else:
+                    await asyncio.shield(stopping)
                 continue
             task = entry.task
             if task is None:
@@ -298,6 +305,8 @@ class ModelPool:
                 await asyncio.shield(task)
             except MlxdError as exc:
                 raise EngineError(f"model name={entry.name} failed to load") from exc
+            if entry.task is task:  # finished but not settled yet: the same hazard as a finished drain
+                await asyncio.sleep(0.01)
 
     def _start_load(self, entry: Entry, trigger: str) -> None:
         if self._closed:
