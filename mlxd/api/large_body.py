@@ -24,12 +24,34 @@ async def send_bytes(request: Request, body: bytes, content_type: str = JSON_CON
     """``body`` as the response: returned whole when small, else streamed here (the route then returns None)."""
     if len(body) <= CHUNK_BYTES:
         return HTTPResponse(body, content_type=content_type)
-    response = await request.respond(content_type=content_type, headers={"content-length": str(len(body))})
     view = memoryview(body)
-    for start in range(0, len(body), CHUNK_BYTES):
-        await response.send(bytes(view[start:start + CHUNK_BYTES]))
+    return await send_parts(request, [bytes(view[i:i + CHUNK_BYTES]) for i in range(0, len(body), CHUNK_BYTES)],
+                            content_type)
+
+
+async def send_parts(request: Request, parts: list[bytes],
+                     content_type: str = JSON_CONTENT_TYPE) -> HTTPResponse | None:
+    """The concatenation of ``parts`` as the response, each part sent as it is. A builder that makes its answer in
+    parts never joins 143 MB in one C call, which would hold the GIL, and so the event loop, for as long."""
+    size = sum(len(part) for part in parts)
+    if size <= CHUNK_BYTES:
+        return HTTPResponse(b"".join(parts), content_type=content_type)
+    response = await request.respond(content_type=content_type, headers={"content-length": str(size)})
+    for part in parts:
+        await response.send(part)
     await response.eof()
     return None
+
+
+def long_list_parts(prefix: str, items: list[Any], suffix: str, chunk: int = 8192) -> list[bytes]:
+    """``prefix + JSON(items) + suffix`` as encoded parts of ``chunk`` items each (mlxd.json_out.dumps_long_list,
+    never joined)."""
+    parts = [(prefix + "[").encode()]
+    for start in range(0, len(items), chunk):
+        text = dumps(items[start:start + chunk])[1:-1]
+        parts.append(((("," if start else "") + text)).encode())
+    parts.append(("]" + suffix).encode())
+    return parts
 
 
 def _encoded(payload: Any) -> bytes:
