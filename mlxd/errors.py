@@ -65,6 +65,7 @@ class RequestError(MlxdError):
 
     status: int = 400
     type: str = "invalid_request_error"
+    retry_after: int | None = None  # seconds, sent as ``Retry-After`` (a transient refusal a client should retry)
 
     def __init__(self, message: str, **extra: object) -> None:
         super().__init__(message)

@@ -104,7 +104,8 @@ def error_response(exc: BaseException) -> HTTPResponse:
     status, body = translate(exc)
     if status >= 500 and not isinstance(exc, (RequestError, sanic_exc.SanicException)):
         log.error("request failed: %s", exc, exc_info=exc)
-    return json_response({"error": body}, status)
+    retry = exc.retry_after if isinstance(exc, RequestError) else None
+    return json_response({"error": body}, status, headers={"Retry-After": str(retry)} if retry is not None else None)
 
 
 class EnvelopeErrorHandler(ErrorHandler):

@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import io
 import os
+import re
 import secrets
 import struct
 import urllib.error
@@ -62,6 +63,28 @@ class Source:
 def check_count(n: int) -> None:
     if n > MAX_PARTS:
         raise InvalidRequest(f"too many media parts: {n} (at most {MAX_PARTS} per request)")
+
+
+_BOUNDARY = re.compile(r'boundary="?([^";,\s]+)"?', re.IGNORECASE)
+PART_HEAD_BYTES = 64 * 1024  # room for a part's own headers beside its content
+
+
+def check_multipart(content_type: str, body: bytes) -> None:
+    """A multipart form's parts counted and measured on the raw body (a C-speed search for the boundary), before
+    sanic parses it: at most MAX_PARTS parts of MAX_PART_BYTES each (20,000 parts used to be parsed whole)."""
+    match = _BOUNDARY.search(content_type or "")
+    if match is None:
+        return
+    delimiter = b"--" + match.group(1).encode("latin-1", errors="replace")
+    n_parts = body.count(delimiter) - 1  # the closing delimiter ends the last part
+    if n_parts > MAX_PARTS:
+        raise InvalidRequest(f"too many form parts: {n_parts} (at most {MAX_PARTS} per request)")
+    start = body.find(delimiter)
+    while start != -1:
+        end = body.find(delimiter, start + len(delimiter))
+        if end != -1 and end - start > MAX_PART_BYTES + PART_HEAD_BYTES:
+            raise InvalidRequest(f"form part too large: {end - start} bytes (at most {MAX_PART_BYTES})")
+        start = end
 
 
 def read_source(src: Source, media_path: str | None) -> bytes:
@@ -140,8 +163,8 @@ def digest(data: bytes) -> str:
 
 
 # -- images ------------------------------------------------------------------------------------------------------
-def decode_image(data: bytes) -> Any:
-    """An RGB PIL image; the header's size is checked before the pixels are decoded."""
+def _opened(data: bytes) -> Any:
+    """A PIL image with only its header read, its declared size checked against the per-image limits."""
     from PIL import Image, UnidentifiedImageError
 
     limit = f"at most {MAX_PIXELS} pixels, {MAX_SIDE} per side"
@@ -154,6 +177,20 @@ def decode_image(data: bytes) -> Any:
         raise InvalidRequest(LOAD_FAILED) from exc
     if width < 1 or height < 1 or width > MAX_SIDE or height > MAX_SIDE or width * height > MAX_PIXELS:
         raise InvalidRequest(f"image too large: {width} x {height} pixels ({limit})")
+    return img
+
+
+def image_pixels(data: bytes) -> int:
+    """The pixels an image declares in its header (nothing is decoded), after the per-image checks."""
+    width, height = _opened(data).size
+    return int(width) * int(height)
+
+
+def decode_image(data: bytes) -> Any:
+    """An RGB PIL image; the header's size is checked before the pixels are decoded."""
+    from PIL import Image
+
+    img = _opened(data)
     try:
         img.load()
         return img.convert("RGB")

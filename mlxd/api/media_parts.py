@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api import media
+from mlxd.api import media, media_budget
 from mlxd.api.media import MARKER, Source
 from mlxd.engine.vlm.detect import TEXT_ONLY, Modalities
 from mlxd.errors import InvalidRequest, NoModalityTower
@@ -105,15 +105,28 @@ def completion_prompt(prompt: Mapping[str, Any], model: Any, tokens: list[int]) 
     return MediaPrompt(tokens, str(prompt.get("prompt_string", "")), [Source("any", d, False) for d in data])
 
 
-def _decode_all(sources: list[Source], media_path: str | None, modalities: Modalities, rate: int) -> list[Any]:
-    from mlxd.engine.vlm.inputs import Medium
-
+def _read_all(sources: list[Source], media_path: str | None, modalities: Modalities) -> list[tuple[str, bytes, int]]:
+    """Each source's kind, encoded bytes and declared pixels (images' headers only: nothing is decoded yet), within
+    one request's budget (mlxd.api.media_budget)."""
     out = []
+    pixels = n_bytes = 0
     for src in sources:
         data = media.read_source(src, media_path)
         kind = src.kind
         if kind == "any":
             kind = "audio" if modalities.audio and (_looks_like_audio(data) or not modalities.vision) else "image"
+        size = media.image_pixels(data) if kind == "image" else 0
+        pixels, n_bytes = pixels + size, n_bytes + len(data)
+        media_budget.check_request(pixels, n_bytes)
+        out.append((kind, data, size))
+    return out
+
+
+def _decode_all(read: list[tuple[str, bytes, int]], rate: int) -> list[Any]:
+    from mlxd.engine.vlm.inputs import Medium
+
+    out = []
+    for kind, data, _ in read:
         if kind == "image":
             out.append(Medium("image", media.decode_image(data), media.digest(data)))
         else:
@@ -137,8 +150,12 @@ async def resolve(tokens: list[int], model: Any, media_path: str | None) -> list
         raise InvalidRequest(MULTIMODAL_REFUSAL)
     extractor = getattr(parts.processor, "feature_extractor", None)
     rate = int(getattr(extractor, "sampling_rate", 0) or media.AUDIO_RATE)
-    decoded = await asyncio.to_thread(_decode_all, tokens.sources, media_path, parts.modalities, rate)
-    ids, inputs = await asyncio.wrap_future(model.worker.prepare(tokens.text, MARKER, decoded))
+    read = await asyncio.to_thread(_read_all, tokens.sources, media_path, parts.modalities)
+    # The decoded images live until the processor has made the model's inputs from them.
+    async with media_budget.BUDGET.held(sum(size for _, _, size in read)):
+        decoded = await asyncio.to_thread(_decode_all, read, rate)
+        ids, inputs = await asyncio.wrap_future(model.worker.prepare(tokens.text, MARKER, decoded))
+        del decoded
     return MediaPrompt(ids, tokens.text, tokens.sources, inputs)
 
 

@@ -196,7 +196,7 @@ slot-save-path          str?   ~
 media-path              str?   ~           supported
 models-dir              str?   ~ effect=pool
 models-preset           str?   ~                       supported effect=pool
-models-max              int    4           >=0         supported effect=pool
+models-max              int    4           >=0         effect=pool
 models-autoload         bool   true                    supported effect=pool
 jinja                   bool   true                    supported effect=template
 reasoning-format        str    deepseek    {none,auto,deepseek,deepseek-legacy}
@@ -309,6 +309,7 @@ state-dir         value str?   ~          restart
 webui-store       pair  bool   true       restart
 cache-disk        value str?   ~ effect=reload
 cache-disk-max    value int    16384      >=-1 effect=reload
+models-wait-timeout value float 30.0     0..86400 effect=pool
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -334,6 +335,8 @@ MLXD_HELP = {
                  "$STATE_DIRECTORY under systemd, else $XDG_STATE_HOME/mlxd, else ~/.local/state/mlxd)",
     "webui-store": "keep the chat page's conversations on the server, in SQLite under --state-dir, scoped per API key "
                    "(--no-webui-store: the page keeps them in the browser)",
+    "models-wait-timeout": "router mode: seconds a request waits for room under --models-max when every model "
+                           "there is loading, draining or busy; then 503 with Retry-After (b10621: 500 at once)",
     "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
                        "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
                        "at most 16384)",

@@ -275,3 +275,4 @@ class Config(BaseModel):
     webui_store: bool = True
     cache_disk: str | None = None
     cache_disk_max: int = 16384
+    models_wait_timeout: float = 30.0

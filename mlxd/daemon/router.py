@@ -5,7 +5,12 @@ ServedModel with its own worker thread instead of a child process. A model is ``
 ``loaded``, ``draining`` (its in-flight requests finish before it is freed) or ``failed`` (with the error; the rest
 of the pool is untouched). Loading runs on a worker thread; requests for a model that is loading wait for it.
 Least recently used models are evicted when a load would exceed ``--models-max``; only POST requests and loads
-refresh last use, as upstream. A model idle for its ``sleep-idle-seconds`` is unloaded.
+refresh last use, as upstream. A request's on-demand load evicts only a model that is idle (no request holds it, its
+worker has nothing in flight), so no stream is cut to make room; when none is, because every model under the cap is
+loading, draining or busy, the request waits for room up to ``--models-wait-timeout`` seconds and then gets 503 with
+``Retry-After`` (b10621 answers 500 at once: the manifest's models-max entry records the difference). A management
+load (``POST /models/load``, the admin API) still drains the least recently used busy model when no model is idle.
+A model idle for its ``sleep-idle-seconds`` is unloaded.
 
 Each model's record is a router_entry.Entry; the ``GET /models/sse`` readers are router_events.PoolEvents.
 """
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
 from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, meta, visible
 from mlxd.daemon.router_events import PoolEvents
+from mlxd.engine.memory import release_freed_memory
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
@@ -53,6 +59,7 @@ class ModelPool:
         self.owner = owner
         self.models_max = int(resolved.config.models_max)
         self.autoload = bool(resolved.config.models_autoload)
+        self.wait_timeout = float(resolved.config.models_wait_timeout)
         self.created = int(time.time())
         self._entries: dict[str, Entry] = {name: Entry(spec) for name, spec in visible(resolved).items()}
         self._tick = itertools.count(1)
@@ -60,6 +67,7 @@ class ModelPool:
         self._idle_task: asyncio.Task[None] | None = None
         self._steps: list[PoolStep] = []  # what the changes executed since the owner last took them did
         self._closed = False  # the daemon is stopping: nothing new is loaded
+        self._changed: asyncio.Future[None] | None = None  # resolved when a model's state or leases change
 
     # -- names ------------------------------------------------------------------------------------------------
     def entries(self) -> list[Entry]:
@@ -87,7 +95,11 @@ class ModelPool:
             raise InvalidRequest("model is not loaded")
         if touch:
             entry.last_used = next(self._tick)
-        served = await self._ensure_loaded(entry)
+        entry.waiters += 1
+        try:
+            served = await self._ensure_loaded(entry)
+        finally:
+            entry.waiters -= 1
         entry.leases += 1
         entry.last_active = time.monotonic()
         return served
@@ -98,6 +110,7 @@ class ModelPool:
         if entry is not None and entry.served is served and entry.leases > 0:  # not a late release of an old load
             entry.leases -= 1
             entry.last_active = time.monotonic()
+            self._notify()
 
     # -- changes, executed by the owner under its lock ---------------------------------------------------------
     async def execute(self, change: PoolChange) -> None:
@@ -109,7 +122,7 @@ class ModelPool:
             return  # removed by a configuration change meanwhile
         if change.kind == "load":
             if entry.task is None and entry.state != "loaded" and entry.stopping is None:
-                await self._make_room(entry)
+                await self._make_room(entry, idle_only=True)
                 self._start_load(entry, change.trigger)
         elif change.kind == "settle":
             self._settle(entry)
@@ -198,6 +211,7 @@ class ModelPool:
 
         self.models_max = int(desired.config.models_max)
         self.autoload = bool(desired.config.models_autoload)
+        self.wait_timeout = float(desired.config.models_wait_timeout)
         models = visible(desired)
         for name, entry in list(self._entries.items()):
             spec = models.get(name)
@@ -239,25 +253,60 @@ class ModelPool:
     # -- internals --------------------------------------------------------------------------------------------
     def _set(self, entry: Entry, state: ModelStateName, error: str | None = None) -> None:
         entry.state, entry.error = state, error
+        self._notify()
         if self.owner is not None:
             self.owner.model_state(entry.name, state, error)
 
+    def _notify(self) -> None:
+        """Wake the requests waiting for room under --models-max (something they wait on may have changed)."""
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def _wait_for_room(self, deadline: float, refused: ModelLimit) -> None:
+        """Wait until the pool changes (a load finishes, a model drains, a request lets one go), at most until
+        ``deadline``; past it, ``refused`` is raised (503 with Retry-After). A worker finishing its last request
+        does not notify, so the wait also looks again every 100 ms."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise refused
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        await asyncio.wait([self._changed], timeout=min(remaining, 0.1))
+
     async def _ensure_loaded(self, entry: Entry) -> "ServedModel":
+        deadline: float | None = None
         while True:
             if entry.state == "loaded" and entry.served is not None:
                 return entry.served
-            if entry.stopping is not None:
-                await asyncio.shield(entry.stopping)
+            stopping = entry.stopping
+            if stopping is not None:
+                if stopping.done():
+                    # The drain ended, and the _stop awaiting it clears ``stopping`` once it resumes: awaiting the
+                    # finished task again returns without yielding, and this loop would hold the event loop, and
+                    # that _stop, forever (a 2-minute freeze under router churn). Yield to it instead.
+                    await asyncio.sleep(0.01)
+                else:
+                    await asyncio.shield(stopping)
                 continue
             task = entry.task
             if task is None:
                 # The owner decides (room, start) under its lock and commits; the wait below is outside it.
-                await self._change(PoolChange("load", entry.name, "router:on-demand"))
+                try:
+                    await self._change(PoolChange("load", entry.name, "router:on-demand"))
+                except ModelLimit as exc:
+                    if deadline is None:
+                        deadline = time.monotonic() + self.wait_timeout
+                        log.info("model name=%s waits for room under --models-max %d", entry.name,
+                                 self.models_max)
+                    await self._wait_for_room(deadline, exc)
                 continue
             try:
                 await asyncio.shield(task)
             except MlxdError as exc:
                 raise EngineError(f"model name={entry.name} failed to load") from exc
+            if entry.task is task:  # finished but not settled yet: the same hazard as a finished drain
+                await asyncio.sleep(0.01)
 
     def _start_load(self, entry: Entry, trigger: str) -> None:
         if self._closed:
@@ -315,16 +364,20 @@ class ModelPool:
             "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
             "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)}})
 
-    async def _make_room(self, incoming: Entry) -> None:
+    async def _make_room(self, incoming: Entry, *, idle_only: bool = False) -> None:
         """Evict least recently used models until ``incoming`` fits under --models-max (called under the owner's
-        lock; each eviction is a step of its own, committed even when the load that follows fails)."""
+        lock; each eviction is a step of its own, committed even when the load that follows fails). An idle model
+        goes first; with ``idle_only`` (a request's on-demand load) a busy one is never evicted, and
+        :class:`ModelLimit` says to wait."""
         if self.models_max <= 0:
             return
         while True:
             running = [e for e in self._entries.values() if e.running and e is not incoming]
             if len(running) < self.models_max:
                 return
-            victims = [e for e in running if e.state == "loaded"]
+            loaded = [e for e in running if e.state == "loaded"]
+            idle = [e for e in loaded if self._idle_now(e)]
+            victims = idle if idle or idle_only else loaded
             if not victims:
                 raise ModelLimit("model limit reached, try again later")
             victim = min(victims, key=lambda e: e.last_used)
@@ -357,6 +410,16 @@ class ModelPool:
             self._steps.append(PoolStep(trigger or why, entry.name, "unloaded"))
             self._publish(entry.name, "status_change", {"status": "unloaded"})
             log.info("model name=%s unloaded (%s)", entry.name, why)
+            del served
+            # The freed model's pages go back to the system (mlxd.engine.memory), off the loop and the lock.
+            loop.run_in_executor(None, release_freed_memory)
+
+    @staticmethod
+    def _idle_now(entry: Entry) -> bool:
+        """No request holds the model or waits for it, and its worker has nothing in flight: evicting it cuts
+        nothing (a model that just loaded for waiting requests is theirs first, or churn evicts it unused)."""
+        return (entry.state == "loaded" and entry.served is not None and entry.leases == 0 and entry.waiters == 0
+                and entry.served.worker.n_in_flight == 0)
 
     @staticmethod
     def _idle(entry: Entry, idle: int) -> bool:

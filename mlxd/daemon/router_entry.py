@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mlxd.errors import RequestError
+from mlxd.errors import Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
@@ -20,11 +20,14 @@ if TYPE_CHECKING:
 DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
 
 
-class ModelLimit(RequestError):
-    """Every slot under --models-max is taken by a model that is still loading."""
+class ModelLimit(Unavailable):
+    """Every slot under --models-max is held by a model that is loading, or busy and not evictable yet.
 
-    status = 500
-    type = "server_error"
+    b10621 answers this with a 500 ("model limit reached, try again later"); the condition is transient, and a 500
+    tells a client not to retry, so mlxd answers 503 with ``Retry-After`` (the manifest's models-max entry), after a
+    request has waited --models-wait-timeout for room."""
+
+    retry_after = 1
 
 
 @dataclass(eq=False)
@@ -38,6 +41,7 @@ class Entry:
     last_used: int = 0  # LRU tick: POST requests and loads
     last_active: float = field(default_factory=time.monotonic)  # any request: idle unload
     leases: int = 0  # requests that hold the served model but may not have reached its worker yet
+    waiters: int = 0  # requests waiting for the model to load (it is not idle, and not evicted, while they wait)
     task: "asyncio.Task[None] | None" = None  # the load in progress, as requests wait for it
     thread: "asyncio.Task[ServedModel] | None" = None  # its weights being read (done: waiting to be settled)
     trigger: str = ""  # what started the load in progress (the generation it commits names it)

@@ -205,12 +205,17 @@ def _check_config(path: str, config: dict[str, Any]) -> dict[str, Any]:
     if "scale" not in params:
         hint = " (mlx-lm's config names it 'scale', not 'alpha')" if "alpha" in params else ""
         raise EngineError(f"LoRA adapter {path}: lora_parameters has no 'scale'{hint}")
+    scale = params["scale"]
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise EngineError(f"LoRA adapter {path}: lora_parameters.scale {scale!r} is not a finite number")
     if not isinstance(config.get("num_layers", 16), int):
         raise EngineError(f"LoRA adapter {path}: num_layers is not an integer")
     return params
 
 
 def _pair_problem(base: Any, a: mx.array | None, b: mx.array | None, rank: Any) -> str | None:
+    import mlx.core as mx
+
     if a is None or b is None:
         return "only one of lora_a and lora_b is present"
     dims = linear_dims(base)
@@ -222,6 +227,10 @@ def _pair_problem(base: Any, a: mx.array | None, b: mx.array | None, rank: Any) 
                 "(expected [in, r] and [r, out])")
     if rank is not None and int(rank) != a.shape[1]:
         return f"rank {a.shape[1]} differs from lora_parameters.rank {rank}"
+    # A NaN or an infinity would turn every answer into garbage ("!!!!!!"): refused like a wrong shape.
+    for name, weights in (("lora_a", a), ("lora_b", b)):
+        if not bool(mx.all(mx.isfinite(weights)).item()):
+            return f"{name} holds NaN or infinite values"
     return None
 
 

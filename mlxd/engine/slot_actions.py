@@ -9,11 +9,15 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.engine import slot_state
+from mlxd.engine.slot_identity import SlotOwner, owner_of
 from mlxd.engine.slots import Slot
 from mlxd.errors import InvalidRequest, Unavailable
+
+if TYPE_CHECKING:
+    from mlxd.engine.loader import LoadedModel
 
 RESTORE_FAILED = "Unable to restore slot, no available space in KV cache or invalid slot save file"
 
@@ -26,6 +30,9 @@ class SlotActions:
     _cv: threading.Condition
     _accepting: bool
     _actions: list[tuple[int, Callable[[Slot], int], Future[int]]]
+    loaded: "LoadedModel"
+    n_ctx_slot: int
+    _slot_owner: SlotOwner | None = None
 
     def erase_slot(self, id_slot: int) -> int:
         """Forget a slot's resident tokens; returns how many there were."""
@@ -37,16 +44,22 @@ class SlotActions:
 
         return self._slot_action(id_slot, erase)
 
+    def slot_owner(self) -> SlotOwner:
+        """What this worker's slot files say wrote them (computed once, on the worker thread)."""
+        if self._slot_owner is None:
+            self._slot_owner = owner_of(self.loaded, self.n_ctx_slot)
+        return self._slot_owner
+
     def save_slot(self, id_slot: int, path: Path) -> int:
         """Write a slot's resident cache to ``path``; returns the number of tokens saved."""
-        return self._slot_action(id_slot, lambda slot: slot_state.save(slot.resident, Path(path)))
+        return self._slot_action(id_slot, lambda slot: slot_state.save(slot.resident, Path(path), self.slot_owner()))
 
     def restore_slot(self, id_slot: int, path: Path) -> int:
         """Load a slot's resident cache from ``path``; returns the number of tokens restored."""
 
         def restore(slot: Slot) -> int:
             try:
-                slot.resident = slot_state.load(Path(path), self.scheduler.new_cache())
+                slot.resident = slot_state.load(Path(path), self.scheduler.new_cache(), self.slot_owner())
             except slot_state.SlotFileError as exc:
                 raise InvalidRequest(RESTORE_FAILED) from exc
             return len(slot.resident.tokens) if slot.resident else 0

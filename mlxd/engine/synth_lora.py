@@ -30,8 +30,11 @@ def make_adapter(
     num_layers: int = -1,
     keys: Sequence[str] = DEFAULT_KEYS,
     std_b: float = 0.5,
+    poison: float | None = None,
 ) -> Path:
-    """Write ``adapter_config.json`` and ``adapters.safetensors`` for ``model`` into ``out``; returns ``out``."""
+    """Write ``adapter_config.json`` and ``adapters.safetensors`` for ``model`` into ``out``; returns ``out``.
+
+    ``poison`` (NaN or an infinity) replaces one value of the first ``lora_b``: an adapter that must be refused."""
     import mlx.core as mx
 
     out = Path(out)
@@ -46,6 +49,10 @@ def make_adapter(
         key, ka, kb = mx.random.split(key, 3)
         weights[f"{path}.lora_a"] = mx.random.normal((n_in, rank), key=ka) * (n_in**-0.5)
         weights[f"{path}.lora_b"] = mx.random.normal((rank, n_out), key=kb) * std_b
+        if poison is not None:
+            b = weights[f"{path}.lora_b"]
+            b[0, 0] = poison
+            weights[f"{path}.lora_b"], poison = b, None
     mx.save_safetensors(str(out / WEIGHTS_FILE), weights)
     config = {
         "fine_tune_type": "lora",

@@ -141,8 +141,11 @@ def test_scale_changes_under_eight_streams_lose_nothing(start_server: Start, ada
         assert set(outcomes) <= set(states.values()) and len(set(outcomes)) == 2
 
 
-def test_an_adapter_that_cannot_be_served_stops_startup(start_server: Start, tmp_path: Path) -> None:
+def test_an_adapter_that_cannot_be_served_stops_startup(start_server: Start, tmp_path: Path,
+                                                       tiny_model: Any) -> None:
+    poisoned = make_adapter(tiny_model.model, tmp_path / "nan", poison=float("nan"))
     for args, message in ((["--lora", str(tmp_path / "missing")], "no such directory"),
+                          (["--lora", str(poisoned)], "lora_b holds NaN or infinite values"),
                           (["--lora", str(tmp_path / "a.gguf")], "GGUF adapters are llama.cpp's format"),
                           (["--lora-scaled", f"{tmp_path}:x"], "expected FNAME:SCALE")):
         with pytest.raises(RuntimeError, match=message):

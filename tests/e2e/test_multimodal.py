@@ -205,3 +205,40 @@ def test_no_mmproj_serves_the_checkpoint_as_text_only(vl_checkpoint: Path,
         assert refused.json()["error"]["message"].startswith("image input is not supported")
         text = c.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
         assert text.status_code == 200 and text.json()["usage"]["completion_tokens"] == 3
+
+
+def zero_png(side: int) -> bytes:
+    """An all-zero grayscale PNG of ``side`` x ``side`` pixels: a few hundred KB that decodes to side**2 bytes and
+    more (compressed a row at a time, so the test never holds the pixels)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    packer = zlib.compressobj(9)
+    row = b"\0" * (side + 1)  # the filter byte, then the row
+    idat = b"".join(packer.compress(row) for _ in range(side)) + packer.flush()
+    ihdr = struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the peak RSS from /proc (Linux)")
+def test_32_image_bombs_are_refused_before_decoding(client: httpx.Client, vl_server: RunningServer) -> None:
+    """32 all-zero 8192 x 8192 PNGs (6 MB uploaded) used to peak at 9 GB: the pixels their headers declare are
+    summed before any is decoded, and past one request's budget (mlxd.api.media_budget) the request is a 400."""
+    bomb = uri(zero_png(8192))
+    assert len(bomb) < 400_000
+    before = peak_rss_bytes(vl_server.process.pid)
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "what are these"}]
+    parts += [{"type": "image_url", "image_url": {"url": bomb}} for _ in range(32)]
+    answer = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": parts}],
+                                                       "max_tokens": 2})
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"].startswith("images too large in total: 134217728 pixels")
+    assert peak_rss_bytes(vl_server.process.pid) - before < 1536 * 2**20
+    assert client.get("/health").status_code == 200

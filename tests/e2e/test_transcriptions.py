@@ -214,3 +214,18 @@ def test_a_clip_longer_than_the_window_is_cut_into_pieces(client: httpx.Client) 
     long = post(client, files=[("file", ("a.wav", wav(31.0), "audio/wav"))]).json()["usage"]["input_tokens"]
     # 30 s take the whole window (750 tokens); the last second is a second piece with its own begin/end tokens.
     assert long - short == 750 + 2
+
+
+def test_multipart_parts_are_counted_and_measured_before_the_form_is_parsed(client: httpx.Client) -> None:
+    """At most 32 parts of 25 MiB each (issue 28): 20,000 parts used to be parsed whole (+230 MB)."""
+    many = [("file", (f"{i}.wav", b"x", "audio/wav")) for i in range(20_000)]
+    answer = post(client, files=many)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["message"] == "too many form parts: 20000 (at most 32 per request)"
+    just_over = post(client, fields=[("prompt", "p")] * 32)  # 32 fields and the file
+    assert just_over.status_code == 400
+    assert just_over.json()["error"]["message"] == "too many form parts: 33 (at most 32 per request)"
+    big_field = post(client, fields=[("prompt", "p" * (26 * 2**20))])
+    assert big_field.status_code == 400
+    assert big_field.json()["error"]["message"].startswith("form part too large")
+    assert post(client, fields=[("prompt", "p")] * 31).status_code == 200  # 32 parts is the limit, not past it

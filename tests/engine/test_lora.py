@@ -212,6 +212,9 @@ def test_adapters_that_cannot_be_served_are_refused(tiny_checkpoint, adapters, t
         variant("alpha", alpha=16): "not 'alpha'",
         variant("rank", rank=8): "rank 4 differs",
         variant("layers", num_layers=1): "not an adapter parameter",
+        str(make_adapter(model, tmp_path / "nan", seed=3, poison=float("nan"))): "lora_b holds NaN or infinite",
+        str(make_adapter(model, tmp_path / "inf", seed=3, poison=float("-inf"))): "lora_b holds NaN or infinite",
+        variant("nan-scale", scale=float("nan")): "scale nan is not a finite number",
     }
     for path, message in cases.items():
         with pytest.raises(EngineError, match=message):

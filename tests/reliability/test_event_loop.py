@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -53,3 +54,38 @@ def test_health_answers_while_a_large_prompt_is_tokenized(server: RunningServer)
     status, answered = health_answers_during(server, "/completion", {"prompt": text, "n_predict": 1})
     assert status == 400  # it cannot fit the context: refused once tokenized
     assert answered >= 10, answered
+
+
+def test_a_large_tokenize_with_pieces_is_whole_and_health_answers_while_it_is_sent(server: RunningServer) -> None:
+    """The 40 MB answer to a 3 MB text is built, encoded and sent off the loop (mlxd.api.large_body), in pieces
+    under its Content-Length: /health answers all along, the download included, and the answer is whole."""
+    text = (TEXT * 75000)[:3_000_000]
+    done = threading.Event()
+    got: dict[str, Any] = {}
+
+    def large() -> None:
+        with httpx.Client(base_url=server.base_url, timeout=300) as client:
+            answer = client.post("/tokenize", json={"content": text, "with_pieces": True})
+            got["answer"] = answer
+            done.set()
+
+    worker = threading.Thread(target=large, daemon=True)
+    answered, slowest = 0, 0.0
+    with server.client(timeout=300) as client:
+        worker.start()
+        while not done.is_set():
+            began = time.monotonic()
+            assert client.get("/health").status_code == 200
+            slowest = max(slowest, time.monotonic() - began)
+            answered += 1
+            done.wait(0.02)
+        plain = client.post("/tokenize", json={"content": text}).json()["tokens"]
+    worker.join()
+    answer: httpx.Response = got["answer"]
+    assert answer.status_code == 200
+    assert int(answer.headers["content-length"]) == len(answer.content) > 1 << 20
+    tokens = answer.json()["tokens"]
+    assert [t["id"] for t in tokens] == plain
+    assert "".join(t["piece"] for t in tokens) == text  # ASCII text: every piece is a string
+    assert answered >= 10, answered
+    assert slowest < 2.0, slowest  # a generous ceiling: only that the loop was never held for seconds

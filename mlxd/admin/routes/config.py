@@ -9,7 +9,7 @@ from sanic import Blueprint, HTTPResponse, Request
 
 from mlxd.admin.responses import json_response
 from mlxd.admin.host import AdminController
-from mlxd.admin.body import change_response, document, if_match, json_object
+from mlxd.admin.body import change_response, document_off_loop, if_match, json_object
 from mlxd.admin.persist import persist_overrides
 from mlxd.config import UNSET, table
 from mlxd.config.render import explain_data, shown
@@ -62,7 +62,7 @@ async def get_effects(request: Request) -> HTTPResponse:
 async def put_config(request: Request) -> HTTPResponse:
     """Replace the whole admin layer with a TOML or JSON document (options not named fall back to the files)."""
     controller = _controller(request)
-    result = await controller.replace_overrides(document(request), if_match=if_match(request))
+    result = await controller.replace_overrides(await document_off_loop(request), if_match=if_match(request))
     return change_response(result, controller)
 
 
@@ -78,7 +78,7 @@ async def patch_config(request: Request) -> HTTPResponse:
 async def validate_config(request: Request) -> HTTPResponse:
     """A dry run: ``?mode=replace`` checks a whole admin layer, otherwise a patch; nothing is applied."""
     controller = _controller(request)
-    values = document(request)
+    values = await document_off_loop(request)
     if request.args.get("mode", "patch") == "replace":
         result = await controller.replace_overrides(values, dry_run=True)
     else:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
-from mlxd.api import chat, media_parts, sse, stream_sessions
+from mlxd.api import chat, media, media_parts, sse, stream_sessions
 from mlxd.api import generation as gen
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
@@ -52,6 +52,7 @@ def _number(name: str, text: str | None, pattern: re.Pattern[str]) -> str | None
 
 def chat_body(request: Request) -> tuple[dict[str, Any], bytes]:
     """The chat completion fields a transcription form stands for, and the clip's bytes."""
+    media.check_multipart(request.headers.get("content-type", ""), request.body or b"")
     files = request.files.getlist("file") if request.files else None
     if not files:
         raise InvalidRequest(NO_FILE)

@@ -17,6 +17,7 @@ from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
 
+from mlxd.api.large_body import send_json
 from mlxd.api import offload
 from mlxd.api.body import json_object
 from mlxd.api.context import served_model, serving
@@ -50,16 +51,16 @@ def _pooling(request: Request) -> str:
 
 @bp.post("/embedding")
 @bp.post("/embeddings", name="embeddings_alias")
-async def embedding(request: Request) -> HTTPResponse:
+async def embedding(request: Request) -> HTTPResponse | None:
     return await _embeddings(request, oai=False)
 
 
 @bp.post("/v1/embeddings")
-async def embeddings_oai(request: Request) -> HTTPResponse:
+async def embeddings_oai(request: Request) -> HTTPResponse | None:
     return await _embeddings(request, oai=True)
 
 
-async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
+async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse | None:
     """b10621's ``handle_embeddings_impl``: checks in its order, one result per input, native or OpenAI shape."""
     if not _embedding_mode(request):
         raise NotSupported(EMBEDDINGS_OFF)
@@ -83,9 +84,10 @@ async def _embeddings(request: Request, *, oai: bool) -> HTTPResponse:
         raise InvalidRequest(EMPTY_INPUT)
     embd_normalize = _embd_normalize(body, int(serving(request).config.embd_normalize))
     results = await _counted(request, inputs, model.worker.embeddings(inputs, pooling, embd_normalize))
+    # Per-token vectors (pooling none) of a long input make a large answer: encoded and sent off the loop.
     if not oai:
-        return json_response([{"index": i, "embedding": r.vectors} for i, r in enumerate(results)])
-    return json_response(_oai_list(body, model.name, results, use_base64))
+        return await send_json(request, [{"index": i, "embedding": r.vectors} for i, r in enumerate(results)])
+    return await send_json(request, _oai_list(body, model.name, results, use_base64))
 
 
 async def _counted(request: Request, inputs: list[list[int]], job: Any) -> Any:

@@ -15,6 +15,9 @@ from mlxd.config.sources.keys import bad_value, keyed_setting, lookup, unknown_k
 from mlxd.config.values import UNSET, BadValue
 
 
+HINTS = 5  # unknown names that get a did-you-mean
+
+
 class AdminSource:
     """Reads one batch of overrides on top of the overrides already in force."""
 
@@ -27,10 +30,13 @@ class AdminSource:
 
     def read(self) -> Layer:
         layer = Layer("admin", dict(self.current.settings) if self.current else {})
+        unknown = 0
         for key, raw in self.overrides.items():
             spec = lookup(self.table, key, env_names=False)
             if spec is None:
-                layer.problems.append(unknown_key(self.table, key, self.source))
+                # A did-you-mean for the first few only: each costs milliseconds on the event loop.
+                unknown += 1
+                layer.problems.append(unknown_key(self.table, key, self.source, hint_it=unknown <= HINTS))
                 continue
             if raw is UNSET:
                 layer.settings.pop(spec.name, None)

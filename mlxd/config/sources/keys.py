@@ -18,8 +18,10 @@ def lookup(table: OptionTable, key: str, *, env_names: bool) -> OptionSpec | Non
     return spec
 
 
-def unknown_key(table: OptionTable, key: str, source: str, what: str = "option") -> ConfigProblem:
-    hint = table.suggest(key, keys=True)
+def unknown_key(table: OptionTable, key: str, source: str, what: str = "option", *,
+                hint_it: bool = True) -> ConfigProblem:
+    """An unknown key's problem; with ``hint_it`` (a did-you-mean costs milliseconds) the closest known key."""
+    hint = table.suggest(key, keys=True) if hint_it else None
     message = f"unknown {what}" + (f"; did you mean '{hint}'?" if hint else "")
     return ConfigProblem(key, source, message)
 
