@@ -20,6 +20,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+from mlxd import heap
+
 log = logging.getLogger("mlxd.api")
 
 T = TypeVar("T")
@@ -50,20 +52,6 @@ async def run(fn: Callable[..., T], /, *args: Any, size: int | None = None, **kw
     return await asyncio.get_running_loop().run_in_executor(pool(), functools.partial(fn, *args, **kwargs))
 
 
-def _malloc_trim() -> Callable[[], None] | None:
-    """glibc's ``malloc_trim(0)``: gives free heap pages back to the system (Linux; absent elsewhere)."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0) and None
-
-
-_trim = _malloc_trim()
 _M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
@@ -106,8 +94,7 @@ def _release() -> None:
     global _release_pending
     _release_pending = False
     gc.collect()  # large token lists sit in reference cycles of request objects until a collection
-    if _trim is not None:
-        _trim()
+    heap.trim()
 
 
 def release_memory_soon() -> None:

@@ -10,29 +10,12 @@ runs on a thread, never on the event loop.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
-from typing import Callable
 
 import mlx.core as mx
 
+from mlxd import heap
 from mlxd.engine.threads import run_on_own_thread
-
-
-def _malloc_trim() -> Callable[[], None] | None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0) and None
-
-
-_trim = _malloc_trim()
 
 
 def release_freed_memory() -> None:
@@ -40,5 +23,4 @@ def release_freed_memory() -> None:
     runs on a thread of its own (mlxd.engine.threads: a pooled thread must not touch MLX)."""
     gc.collect()
     run_on_own_thread(mx.clear_cache, name="mlxd-free")
-    if _trim is not None:
-        _trim()
+    heap.trim()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "mlxd"
-LEAVES = {"errors", "ids", "json_types", "json_out"}
+LEAVES = {"errors", "ids", "json_types", "json_out", "heap"}
 ALLOWED = {
     "config": set(),
     "schemas": set(),
