@@ -33,7 +33,7 @@ $(DEFAULT_MODEL)/config.json: | $(RUN_STAMP)
 
 run: $(RUN_STAMP) $(DEFAULT_MODEL)/config.json
 	@echo "mlxd: starting mlxd-server -m $(DEFAULT_MODEL) $(ARGS)"
-	@echo "mlxd: once it logs 'listening', from another terminal (port 8080 unless ARGS sets --port):"
+	@echo "mlxd: once it logs 'listening', open http://127.0.0.1:8080/ for the chat page, or from another terminal:"
 	@echo "  curl -s http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\"
 	@echo "       -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'"
 	@echo "  another port: make run ARGS=\"--port 8081\"; -v logs a line per request; Ctrl-C stops it"
