@@ -6,7 +6,6 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any
 
 from mlxd.errors import ConfigError, ConfigProblem
 
@@ -73,7 +72,7 @@ FD_RESERVE = 256
 AUTO_CONNECTIONS_MAX = 16384
 
 
-def _import_mlx_lm_keeping_limits(resource: Any) -> None:
+def import_mlx_lm_keeping_limits() -> None:
     """Import mlx_lm with its import-time ``setrlimit(RLIMIT_NOFILE, (2048, 4096))`` made a no-op.
 
     That call would lower the hard limit for good (2,000 connections would then exhaust the descriptors whatever
@@ -82,6 +81,10 @@ def _import_mlx_lm_keeping_limits(resource: Any) -> None:
     """
     import sys
 
+    try:
+        import resource
+    except ImportError:  # not a POSIX system: no limit to keep
+        return
     if "mlx_lm.utils" in sys.modules:
         return
     real = resource.setrlimit
@@ -101,7 +104,7 @@ def raise_open_files_limit() -> int:
         import resource
     except ImportError:  # not a POSIX system
         return 1024
-    _import_mlx_lm_keeping_limits(resource)
+    import_mlx_lm_keeping_limits()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft == resource.RLIM_INFINITY or soft >= wanted:

@@ -15,8 +15,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from mlxd.daemon.connections import ConnectionLimits, ServingProtocol
-from mlxd.daemon.listen import (Listener, bind, connections_cap, raise_open_files_limit,
-                                tls_context)
+from mlxd.daemon.listen import (Listener, bind, connections_cap, import_mlx_lm_keeping_limits,
+                                raise_open_files_limit, tls_context)
 from mlxd.daemon.notify import Notifier
 from mlxd.errors import MlxdError
 
@@ -122,6 +122,8 @@ class Daemon:
 
     async def serve(self, shutdown_trigger: asyncio.Event | None = None) -> int:
         """Run the daemon; returns the process exit status."""
+        # First of all: the api imports mlx_lm, whose import-time setrlimit must not run (listen.py says why).
+        import_mlx_lm_keeping_limits()
         from mlxd.admin import admin_endpoint
         from mlxd.api import freeze_startup_objects, share_one_heap
 
@@ -160,7 +162,6 @@ class Daemon:
 
     async def _open_public(self) -> Any:
         """Bind the public listener and start serving on it; routes answer 503 until a model is in service."""
-        # First: importing the api imports mlx_lm, which must happen with its own setrlimit disabled (listen.py).
         open_files = raise_open_files_limit()
         from mlxd.api import ServingState, api_prefix, create_app, gcp
         from mlxd.daemon import sleep

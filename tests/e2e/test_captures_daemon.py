@@ -33,6 +33,8 @@ ELSEWHERE = {
     "post_embedding": "tests/e2e/test_embeddings.py",
     "post_v1_embeddings": "tests/e2e/test_embeddings.py",
     "post_rerank": "tests/e2e/test_embeddings.py",
+    # The capture server was built without the web UI, so / answered 404: mlxd under --no-webui does the same.
+    "get_root": "tests/e2e/test_webui_static.py::test_no_webui_answers_the_404_envelope",
     # Replayed first, on the fresh daemon, by test_idle_slots_match_the_capture below.
     "get_slots_idle": "tests/e2e/test_captures_daemon.py::test_idle_slots_match_the_capture",
 }

@@ -16,7 +16,12 @@ def test_the_default_admin_socket_is_private_to_the_test_run(start_server) -> No
     assert os.environ["XDG_RUNTIME_DIR"] == PRIVATE_RUNTIME_DIR
     assert default_socket_path() == str(private)
     running = start_server()
-    wait_for(lambda: f"admin listening on http+unix://{private}" in running.log(), 60, "the admin listener")
-    assert mlxd_admin(private, "status").returncode == 0
+    # Another test's daemon (the session's shared one, say) may hold the run's private socket already: then this one
+    # says so and starts without it. Either way the socket it reached for is the private one.
+    bound, held = f"admin listening on http+unix://{private}", f"admin listener not started: {private} belongs to"
+    wait_for(lambda: bound in running.log() or held in running.log(), 60, "the admin listener's verdict")
+    assert mlxd_admin(private, "status").returncode == 0  # whichever test daemon holds it answers
+    assert "/run/mlxd" not in running.log()
+    own = bound in running.log()
     running.stop()
-    assert not private.exists()
+    assert not own or not private.exists()
