@@ -9,6 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.e2e.read_only_sqlite import read_only_sqlite_env
+
 KEY_A, KEY_B = "sk-store-key-a", "sk-store-key-b"
 
 
@@ -149,23 +151,6 @@ def test_no_webui_store_leaves_conversations_to_the_browser(start_server, tmp_pa
     assert not (tmp_path / "state").exists()
 
 
-# Loaded at the daemon's startup (PYTHONPATH): every SQLite connection opens its file read-only, as on a read-only
-# disk. Root ignores file modes, so a chmod would not do; SQLite's own read-only mode refuses writes for anyone.
-READ_ONLY_SQLITE = '''
-import sqlite3
-
-_connect = sqlite3.connect
-
-
-def _read_only(database, *args, **kwargs):
-    kwargs["uri"] = True
-    return _connect(f"file:{database}?mode=ro", *args, **kwargs)
-
-
-sqlite3.connect = _read_only
-'''
-
-
 def test_a_read_only_database_serves_what_it_holds_refuses_writes_and_chat_goes_on(start_server,
                                                                                    tmp_path: Path) -> None:
     state = tmp_path / "state"
@@ -177,10 +162,7 @@ def test_a_read_only_database_serves_what_it_holds_refuses_writes_and_chat_goes_
     db = state / "webui.sqlite3"
     before = db.read_bytes()
 
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(READ_ONLY_SQLITE)
-    server = start_server("--state-dir", str(state), env={"PYTHONPATH": str(hook)})
+    server = start_server("--state-dir", str(state), env=read_only_sqlite_env(tmp_path / "hook"))
     with server.client() as client:
         assert [c["id"] for c in client.get("/webui/conversations").json()] == [cid]
         assert [m["content"] for m in client.get(f"/webui/conversations/{cid}").json()["messages"]] == [
