@@ -57,10 +57,17 @@ def test_slots_and_metrics_summary_match_the_public_routes(start_server: Callabl
             with server.client() as public:
                 text = public.get("/metrics").text
             assert f"llamacpp:tokens_predicted_total {after['tokens_predicted_total']}" in text
+            # The admin reads took no scrape: the public throughput window still holds the completion.
+            rate = float(text.split("\nllamacpp:predicted_tokens_seconds ")[1].split()[0])
+            assert rate > 0
 
             # A read route: a write method is refused in the admin envelope.
             refused = client.post("/v1/slots")
             assert refused.status_code in (404, 405) and "error" in refused.json()
+        # The console polls these reads every second: their lines go to debug, a refusal stays at info.
+        log = server.log()
+        assert "GET /v1/slots" not in log and "GET /v1/metrics/summary" not in log
+        assert "POST /v1/slots -> 40" in log
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
