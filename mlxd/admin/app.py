@@ -79,6 +79,9 @@ def create_admin_app(host: AdminHost, *, token: str | None, name: str) -> Defaul
     async def _log_line(request: Request, response: HTTPResponse) -> None:
         started = getattr(request.ctx, "started", None)
         elapsed = (time.monotonic() - started) * 1000 if started is not None else 0.0
-        log.info("%s %s -> %d (%.1f ms)", request.method, request.path, response.status, elapsed)
+        # The console polls its live reads every second: those lines go to debug, or they would fill the log.
+        polled = request.route is not None and getattr(request.route.ctx, "polled", False) and response.status < 400
+        log.log(logging.DEBUG if polled else logging.INFO, "%s %s -> %d (%.1f ms)", request.method, request.path,
+                response.status, elapsed)
 
     return app

@@ -117,6 +117,11 @@ class AdminHost(Protocol):
 
     def cache_disk_summary(self) -> dict[str, Any] | None: ...  # the prompt cache's disk tier (None: never opened)
 
+    # The two below are None until the daemon has built its serving state.
+    def slots_summary(self) -> dict[str, list[dict[str, Any]]] | None: ...  # each loaded model's /slots entries
+
+    def load_summary(self) -> dict[str, int] | None: ...  # /metrics's load counters (mlxd.api.live.load_summary)
+
 
 def serving_state(host: AdminHost) -> ServingView:
     """The serving state, for a route that needs it; 503 while the daemon is still building it."""

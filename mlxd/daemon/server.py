@@ -103,6 +103,18 @@ class Daemon:
 
         return prompt_disk_tier.summary()
 
+    def slots_summary(self) -> dict[str, list[dict[str, Any]]] | None:
+        """Each loaded model's ``/slots`` entries, for the admin ``GET /v1/slots`` (None: not serving yet)."""
+        from mlxd.api import slots_by_model
+
+        return slots_by_model(self.serving) if self.serving is not None else None
+
+    def load_summary(self) -> dict[str, int] | None:
+        """``/metrics``'s load counters, for the admin ``GET /v1/metrics/summary`` (None: not serving yet)."""
+        from mlxd.api import load_summary
+
+        return load_summary(self.serving) if self.serving is not None else None
+
     def request_shutdown(self) -> None:
         """Signal-safe: only sets a flag the serve loop waits on."""
         self.shutdown.set()

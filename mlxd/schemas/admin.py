@@ -118,3 +118,21 @@ class LoggingResponse(_Wire):
     """The log options with their sources."""
 
     options: dict[str, OptionView]
+
+
+class SlotsResponse(_Wire):
+    """``GET /v1/slots``: each loaded model's slots, as the public ``GET /slots`` shows them (never the prompt text);
+    in router mode every loaded model, in single-model mode the one in service."""
+
+    models: dict[str, list[dict[str, Any]]]
+
+
+class MetricsSummaryResponse(_Wire):
+    """``GET /v1/metrics/summary``: the counters behind the public ``/metrics``, read without a scrape."""
+
+    time: float  # Unix time of the reading, so that a poller can take rates between two readings
+    tokens_predicted_total: int  # llamacpp:tokens_predicted_total
+    prompt_tokens_total: int  # llamacpp:prompt_tokens_total
+    requests_total: int  # generation requests received (the sum of mlxd_requests_total)
+    requests_processing: int  # llamacpp:requests_processing: requests running in a slot
+    requests_deferred: int  # llamacpp:requests_deferred: requests waiting for a slot (the queue)

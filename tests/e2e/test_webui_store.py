@@ -9,6 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.e2e.read_only_sqlite import read_only_sqlite_env
+
 KEY_A, KEY_B = "sk-store-key-a", "sk-store-key-b"
 
 
@@ -147,3 +149,34 @@ def test_no_webui_store_leaves_conversations_to_the_browser(start_server, tmp_pa
         assert client.get("/webui/store").json()["enabled"] is False
         assert client.get("/webui/conversations").status_code == 404
     assert not (tmp_path / "state").exists()
+
+
+def test_a_read_only_database_serves_what_it_holds_refuses_writes_and_chat_goes_on(start_server,
+                                                                                   tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = start_server("--state-dir", str(state))
+    with first.client() as client:
+        cid = client.post("/webui/conversations", json={"title": "kept"}).json()["id"]
+        assert put(client, cid, "m1", None, "user", "written before").status_code == 200
+    assert first.stop() == 0
+    db = state / "webui.sqlite3"
+    before = db.read_bytes()
+
+    server = start_server("--state-dir", str(state), env=read_only_sqlite_env(tmp_path / "hook"))
+    with server.client() as client:
+        assert [c["id"] for c in client.get("/webui/conversations").json()] == [cid]
+        assert [m["content"] for m in client.get(f"/webui/conversations/{cid}").json()["messages"]] == [
+            "written before"]
+        refused = put(client, cid, "m2", "m1", "user", "written after")
+        assert refused.status_code == 503
+        message = refused.json()["error"]["message"]
+        assert "conversation store" in message and "readonly database" in message and str(db) in message
+        assert client.post("/webui/conversations", json={"title": "new"}).status_code == 503
+        chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}],
+                                                         "max_tokens": 4})
+        assert chat.status_code == 200 and chat.json()["usage"]["completion_tokens"] >= 1
+        assert [m["content"] for m in client.get(f"/webui/conversations/{cid}").json()["messages"]] == [
+            "written before"]
+    assert server.stop() == 0
+    assert "attempt to write a readonly database" in server.log()
+    assert db.read_bytes() == before

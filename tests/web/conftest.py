@@ -88,14 +88,15 @@ def daemon(tiny_checkpoint: Path, tmp_path: Path) -> Iterator[Callable[..., Runn
     """Factory: ``daemon(*args)`` starts mlxd-server on the tiny checkpoint with its state under tmp_path."""
     started: list[RunningServer] = []
 
-    def start(*args: str, model: bool = True, state_dir: Path | None = None) -> RunningServer:
+    def start(*args: str, model: bool = True, state_dir: Path | None = None,
+              env: dict[str, str] | None = None) -> RunningServer:
         argv = list(args)
         if model and "-m" not in argv:
             argv = ["-m", str(tiny_checkpoint), *argv]
         argv += ["--host", "127.0.0.1", "--port", "0"]
         if "--state-dir" not in argv:
             argv += ["--state-dir", str(state_dir or tmp_path / "state")]
-        running = launch(argv, tmp_path / f"mlxd-{len(started)}.log")
+        running = launch(argv, tmp_path / f"mlxd-{len(started)}.log", env=env)
         started.append(running)
         return running
 

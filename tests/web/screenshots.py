@@ -51,12 +51,17 @@ def main() -> int:
                 page.fill("#token", "screenshot-token")
                 page.click("#token-form button")
                 page.wait_for_selector("#config tbody tr[data-option=temperature]")
+                for _ in range(3):  # some load for the charts, a second apart
+                    httpx.post(server.base_url + "/completion", json={"prompt": "hello", "n_predict": 32},
+                               timeout=60).raise_for_status()
+                    page.wait_for_timeout(1000)
+                page.wait_for_function("() => Number(document.querySelector('#chart-tps').dataset.points) >= 4")
                 page.fill("#patch-option", "flash-attn")
                 page.fill("#patch-value", "off")
                 page.click("#patch-form button[type=submit]")
                 page.wait_for_selector("#patch-result.refused")
                 page.fill("#filter", "cli:")
-                page.set_viewport_size({"width": 1100, "height": 1000})
+                page.set_viewport_size({"width": 1100, "height": 1300})
                 page.screenshot(path=str(docs / "console.png"), full_page=False)
                 browser.close()
         finally:

@@ -89,3 +89,37 @@ def test_console_shows_sources_and_effects_refuses_and_applies(page, admin_daemo
             page.wait_for_timeout(25)
         assert public.get("/lora-adapters").json()[0]["scale"] == 0.5
     assert page.js_errors == []
+
+
+def test_console_shows_slots_and_charts_the_load(page, admin_daemon) -> None:
+    running, admin_url = admin_daemon
+    page.goto(admin_url + "/")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    # The slots table: one row per slot of the model in service, as the public /slots lists them.
+    page.wait_for_selector("#slots tbody tr")
+    with running.client() as public:
+        slots = public.get("/slots").json()
+        model = public.get("/v1/models").json()["data"][0]["id"]
+    rows = page.locator("#slots tbody tr")
+    assert rows.count() == len(slots) >= 1
+    assert rows.first.locator("td").nth(0).inner_text() == model
+    assert [r.locator("td").nth(1).inner_text() for r in rows.all()] == [str(s["id"]) for s in slots]
+
+    # A completion: its tokens reach the chart's legend, and the chart keeps receiving points.
+    with running.client() as public:
+        done = public.post("/completion", json={"prompt": "hello", "n_predict": 8, "temperature": 0})
+    assert done.status_code == 200, done.text
+    predicted = done.json()["tokens_predicted"]
+    assert predicted > 0
+    points = int(page.get_attribute("#chart-tps", "data-points") or "0")
+    page.wait_for_function(f"() => document.querySelector('#load-legend').textContent.includes('(total {predicted})')",
+                           timeout=10_000)
+    page.wait_for_function(f"() => Number(document.querySelector('#chart-tps').dataset.points) >= {points + 2}",
+                           timeout=10_000)
+    assert page.locator("#chart-tps polyline").count() == 1
+    assert page.locator("#chart-requests polyline").count() == 2
+    # The slot that served it shows the task it ran.
+    page.wait_for_function("() => [...document.querySelectorAll('#slots tbody tr td:nth-child(5)')]"
+                           ".some(td => td.textContent !== '')")
+    assert page.js_errors == []

@@ -1,10 +1,11 @@
-"""The chat page when the server keeps no conversations: --no-webui-store (the browser keeps them) and a corrupt
-database (a clear error in the page, chat still works, the file untouched)."""
+"""The chat page when the server keeps no conversations: --no-webui-store (the browser keeps them), a corrupt
+database and a read-only one (a clear error in the page, chat still works, the file untouched)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tests.e2e.read_only_sqlite import read_only_sqlite_env
 from tests.web.helpers import open_page, send, wait_for_answer
 
 
@@ -35,3 +36,28 @@ def test_a_corrupt_database_shows_its_error_and_chat_goes_on(page, daemon, tmp_p
     answer = wait_for_answer(page)
     assert "4 tokens" in answer.locator(".timings").inner_text()
     assert (state / "webui.sqlite3").read_bytes() == garbage
+
+
+def test_a_read_only_database_shows_its_error_and_chat_goes_on(page, daemon, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = daemon("-n", "4", state_dir=state)
+    open_page(page, first.base_url)
+    send(page, "saved before")
+    wait_for_answer(page)
+    page.wait_for_function("() => document.querySelectorAll('#conversations .title').length === 1")
+    assert first.stop() == 0
+    db = state / "webui.sqlite3"
+    before = db.read_bytes()
+
+    server = daemon("-n", "4", state_dir=state, env=read_only_sqlite_env(tmp_path / "hook"))
+    open_page(page, server.base_url)
+    page.locator("#conversations .title").first.wait_for()
+    assert page.locator("#conversations .title").count() == 1  # what it holds is still listed
+    page.click("#new-chat")
+    send(page, "not saved")
+    answer = wait_for_answer(page)
+    assert "4 tokens" in answer.locator(".timings").inner_text()
+    page.wait_for_selector("#banner:not([hidden])")
+    banner = page.inner_text("#banner")
+    assert "could not be saved" in banner and "readonly database" in banner
+    assert db.read_bytes() == before

@@ -126,11 +126,88 @@ async function loadLogging() {
   if (v) $("verbosity").value = v.value;
 }
 
+// Load, polled every second: /v1/metrics/summary's counters become the last minute's points, /v1/slots the table.
+const SVG = "http://www.w3.org/2000/svg";
+const POINTS = 60;
+const samples = [];  // {tps, processing, deferred}
+let lastSummary = null;
+
+function drawChart(svg, series) {  // series: [[css class, key]]; one y scale from 0 to the largest value shown
+  const [w, h] = [600, 90];
+  const top = Math.max(1, ...samples.flatMap((p) => series.map(([, key]) => p[key])));
+  svg.replaceChildren();
+  for (const [cls, key] of series) {
+    const line = document.createElementNS(SVG, "polyline");
+    line.setAttribute("class", cls);
+    line.setAttribute("points", samples.map((p, i) =>
+      `${(w * (i + POINTS - samples.length)) / (POINTS - 1)},${h - 4 - ((h - 14) * p[key]) / top}`).join(" "));
+    svg.append(line);
+  }
+  const label = document.createElementNS(SVG, "text");
+  Object.entries({ x: 4, y: 10 }).forEach(([k, v]) => label.setAttribute(k, v));
+  label.textContent = `max ${Number.isInteger(top) ? top : top.toFixed(1)}`;
+  svg.append(label);
+  svg.dataset.points = String(samples.length);
+}
+
+function legend(cls, text) {
+  const span = document.createElement("span");
+  span.className = cls;
+  span.textContent = text + "  ";
+  return span;
+}
+
+async function pollLoad() {
+  const m = await call("/v1/metrics/summary");
+  const dt = lastSummary ? m.time - lastSummary.time : 0;
+  // Tokens are counted when a generation ends, so a rate is per interval, not per token as it is streamed.
+  const tps = dt > 0 ? Math.max(0, m.tokens_predicted_total - lastSummary.tokens_predicted_total) / dt : 0;
+  lastSummary = m;
+  samples.push({ tps, processing: m.requests_processing, deferred: m.requests_deferred });
+  if (samples.length > POINTS) samples.shift();
+  drawChart($("chart-tps"), [["tps", "tps"]]);
+  drawChart($("chart-requests"), [["processing", "processing"], ["deferred", "deferred"]]);
+  $("load-legend").replaceChildren(
+    legend("tps", `tokens/s ${tps.toFixed(1)} (total ${m.tokens_predicted_total})`),
+    legend("processing", `requests processing ${m.requests_processing}`),
+    legend("deferred", `queued ${m.requests_deferred}`),
+    legend("", `requests received ${m.requests_total}`));
+}
+
+async function loadSlots() {
+  const { models } = await call("/v1/slots");
+  const body = $("slots").tBodies[0];
+  body.replaceChildren();
+  for (const [model, slots] of Object.entries(models)) {
+    for (const s of slots) {
+      const tr = document.createElement("tr");
+      tr.dataset.model = model;
+      const next = (s.next_token && s.next_token[0]) || {};
+      for (const v of [model, s.id, s.n_ctx, s.is_processing ? "processing" : "idle", s.id_task ?? "",
+        s.n_prompt_tokens ?? "", next.n_decoded ?? ""]) cell(tr, String(v));
+      body.append(tr);
+    }
+  }
+}
+
+let polling = false;
+let connected = false;  // polls start once a refresh has been let in: a missing token is not asked every second
+async function poll() {
+  if (polling || !connected) return;  // a slow answer: skip this tick rather than pile calls up
+  polling = true;
+  try { await Promise.all([pollLoad(), loadSlots()]); } catch (e) { /* shown by the next refresh */ }
+  polling = false;
+}
+
 async function refresh() {
   try {
     await Promise.all([loadStatus(), loadConfig(), loadLora(), loadLogging()]);
+    connected = true;
     showError(null);
-  } catch (e) { showError(e); }
+  } catch (e) {
+    if (e.status === 401) connected = false;
+    showError(e);
+  }
 }
 
 async function act(fn) {
@@ -202,3 +279,4 @@ $("persist").addEventListener("click", () => act(async () => {
 }));
 $("verbosity-set").addEventListener("click", () => act(() => call("/v1/logging", { method: "PUT", body: { "log-verbosity": Number($("verbosity").value) } })));
 refresh().then(() => { if (!$("error").textContent) followEvents(); });
+setInterval(poll, 1000);
