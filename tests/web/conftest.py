@@ -35,7 +35,9 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"browser tests need {reason}")
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API keeps an event loop running on the main thread while it is open, so a test
+# after tests/web that calls asyncio.run would fail if the browser outlived the package.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
