@@ -9,9 +9,11 @@ import hashlib
 import logging
 from typing import Any, Mapping
 
-from mlxd.config import ResolvedConfig, apply_overrides, table
+from mlxd.config import UNSET, ResolvedConfig, apply_overrides, table
+from mlxd.daemon.actions import Patch, Replace, Reread
 from mlxd.daemon.discovery import resolve_serving
 from mlxd.daemon.served import model_label
+from mlxd.errors import MlxdError
 
 log = logging.getLogger("mlxd.daemon.reconcile")
 
@@ -55,3 +57,23 @@ def loses_the_model(running: ResolvedConfig, desired: ResolvedConfig) -> str | N
         return None
     return (f"the configuration names no model (model, hf-repo) while {model_label(running.config)} is served; "
             "the running configuration keeps serving (only an explicit unload, `mlxd admin unload`, empties it)")
+
+
+def desired(action: Reread | Patch | Replace, *, running: ResolvedConfig, overrides: Mapping[str, Any],
+            base: ResolvedConfig, argv: list[str], env: Mapping[str, str]
+            ) -> tuple[ResolvedConfig, dict[str, Any], ResolvedConfig | None]:
+    """The configuration ``action`` asks for, the admin layer that gives it, and the files' part when they were read
+    again (blocking: the files are read and the layers resolved). Raises MlxdError when it cannot be built."""
+    if isinstance(action, Reread):
+        # The admin layer stays on top, less the options the files now set to something else (docs/admin.md).
+        fresh, wanted, kept = reread(argv, env, overrides, base)
+        refusal = loses_the_model(running, wanted)
+        if refusal is not None:
+            raise MlxdError(refusal)
+        return wanted, kept, fresh
+    if isinstance(action, Replace):
+        fresh = resolve_serving(argv, env)
+        return (apply_overrides(fresh, action.values) if action.values else fresh), canonical(action.values), fresh
+    # UNSET drops an override, so it is not kept in the admin layer.
+    layer = {k: v for k, v in {**overrides, **canonical(action.values)}.items() if v is not UNSET}
+    return apply_overrides(running, action.values), layer, None

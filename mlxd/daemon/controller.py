@@ -17,12 +17,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping, cast
 
-from mlxd.config import UNSET, ChangePlan, ResolvedConfig, apply_overrides, diff
+from mlxd.config import ChangePlan, ResolvedConfig, diff
 from mlxd.config.change import ChangeResult, LastError
-from mlxd.daemon.actions import (Action, ConfigAction, LoraScales, Patch, PoolAction, PoolRequest, Reread, Replace,
-                                 Sleep, Wake)
-from mlxd.daemon.admin_layer import canonical, etag, loses_the_model, reread
-from mlxd.daemon.discovery import resolve_serving
+from mlxd.daemon import admin_layer
+from mlxd.daemon.actions import Action, LoraScales, Patch, PoolAction, PoolRequest, Reread, Replace, Sleep, Wake
 from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.model_lifecycle import ModelLifecycle
@@ -73,7 +71,7 @@ class Controller(ModelLifecycle):
     @property
     def etag(self) -> str:
         """Names this generation of the configuration for If-Match (conflicting writes are refused)."""
-        return etag(self.generation, self.resolved.config_hash)
+        return admin_layer.etag(self.generation, self.resolved.config_hash)
 
     @property
     def pool(self) -> "ModelPool | None":
@@ -134,7 +132,10 @@ class Controller(ModelLifecycle):
             self._check_etag(if_match)
             if isinstance(action, (Reread, Patch, Replace, LoraScales)):
                 try:
-                    desired, overrides, base = await self._desired(action)
+                    wanted = Patch(self._scaled(action.scales)) if isinstance(action, LoraScales) else action
+                    desired, overrides, base = await asyncio.to_thread(
+                        admin_layer.desired, wanted, running=self.resolved, overrides=self.overrides, base=self.base,
+                        argv=self.argv, env=self.env)
                 except MlxdError as exc:
                     return self._refuse(trigger, str(exc), dry_run)
                 return await self._change(desired, trigger=trigger, dry_run=dry_run, overrides=overrides, base=base)
@@ -145,25 +146,6 @@ class Controller(ModelLifecycle):
             if isinstance(action, Sleep):
                 return await self._sleep(action)
             return await self._wake(action)
-
-    async def _desired(self, action: ConfigAction) -> tuple[ResolvedConfig, dict[str, Any], ResolvedConfig | None]:
-        """The configuration ``action`` asks for, the admin layer that gives it, and the files' part when they were
-        read again; raises MlxdError when it cannot be built."""
-        if isinstance(action, Reread):
-            # The admin layer stays on top, less the options the files now set to something else (docs/admin.md).
-            fresh, desired, kept = await asyncio.to_thread(reread, self.argv, self.env, self.overrides, self.base)
-            refusal = loses_the_model(self.resolved, desired)
-            if refusal is not None:
-                raise MlxdError(refusal)
-            return desired, kept, fresh
-        if isinstance(action, Replace):
-            fresh = await asyncio.to_thread(resolve_serving, self.argv, self.env)
-            return (apply_overrides(fresh, action.values) if action.values else fresh), canonical(action.values), fresh
-        values = action.values if isinstance(action, Patch) else self._scaled(action.scales)
-        desired = apply_overrides(self.resolved, values)
-        # UNSET drops an override, so it is not kept in the admin layer.
-        overrides = {k: v for k, v in {**self.overrides, **canonical(values)}.items() if v is not UNSET}
-        return desired, overrides, None
 
     def _scaled(self, scales: Mapping[int, float]) -> dict[str, Any]:
         """``lora-scaled`` (and what it replaces) giving the served model's adapters ``scales``; an unknown id or a
@@ -215,10 +197,8 @@ class Controller(ModelLifecycle):
     async def pool_change(self, pool: "ModelPool", change: "PoolChange") -> None:
         """A change the router's pool asks for (an on-demand load, a finished load, an LRU eviction, an idle
         unload): one generation per model loaded or unloaded, a refusal for a load that failed (the request gets
-        its error, the entry shows failed, the rest of the pool is as it was).
-
-        The lock is held only while the pool decides and installs; a model's weights are read on a thread with
-        the lock free (mlxd.daemon.router.ModelPool says how waits avoid it)."""
+        its error, the entry shows failed, the rest of the pool is as it was); weights are read with the lock free
+        (mlxd.daemon.router.ModelPool)."""
         await self.change(PoolRequest(pool, change), trigger=change.trigger)
 
     async def sleep(self, still_idle: Callable[["ServedModel"], bool]) -> str | None:
