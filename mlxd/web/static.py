@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from sanic import HTTPResponse, Request, Sanic
 
-from mlxd.api import ServingState
+from mlxd.api import ServingState, json_error
 
 PACKAGED = Path(str(resources.files("mlxd.web").joinpath("static")))
 # The built-in page may run its own scripts and styles only, and talk to this server only: a payload that slipped
@@ -85,14 +85,20 @@ def file_response(request: Request, body: bytes, etag: str, ctype: str, *, page:
     return HTTPResponse(body if request.method == "GET" else b"", status=200, headers=headers, content_type=ctype)
 
 
+PAGE_PATHS = frozenset({"/", "/index.html"})
+
+
 def install_static(app: Sanic, state: ServingState, prefix: str) -> None:
     """Answer GET/HEAD for the page's files ahead of the API key gate (priority 200 > the gate's 100)."""
     assets = Assets()
 
     async def serve_static(request: Request) -> HTTPResponse | None:
         config = state.config
-        if request.method not in ("GET", "HEAD") or not config.webui:
+        if request.method not in ("GET", "HEAD"):
             return None
+        if not config.webui:
+            # b10621 keeps the page's paths public with the UI off: they answer its 404 without an API key.
+            return json_error(404, "File Not Found", "not_found_error") if request.path in PAGE_PATHS else None
         path = request.path
         if prefix:
             if path == prefix:  # the page's relative URLs need the trailing slash

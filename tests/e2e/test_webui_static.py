@@ -52,6 +52,17 @@ def test_no_webui_answers_the_404_envelope(start_server, tmp_path: Path) -> None
         assert client.get("/props").json()["ui"] is False
 
 
+
+def test_no_webui_with_an_api_key_answers_the_page_404_without_the_key(start_server, tmp_path: Path) -> None:
+    """b10621's page paths stay public with the UI off: the 404 envelope, not a 401; the API still wants its key."""
+    server = start_server("--no-webui", "--api-key", "k", "--state-dir", str(tmp_path / "state"))
+    with server.client() as client:
+        for path in ("/", "/index.html"):
+            response = client.get(path)
+            assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error", path
+        assert client.get("/v1/models").status_code == 401
+
+
 def test_path_serves_that_directory_and_nothing_outside_it(start_server, tmp_path: Path) -> None:
     root = tmp_path / "site"
     (root / "sub").mkdir(parents=True)
