@@ -3,7 +3,7 @@
 a mode may name an OpenBLAS thread count (``packaged:1``, as ``-t 1`` does).
 
 Each turn runs every mode once, in a row, each in a new process that preloads its BLAS as the daemon does
-(mlxd.engine.blas), loads CHECKPOINT and runs ``mlx_lm.stream_generate`` greedily once untimed (warm-up) and once
+(mlxd.engine.cpu.blas), loads CHECKPOINT and runs ``mlx_lm.stream_generate`` greedily once untimed (warm-up) and once
 timed: prefill tokens/s of a ``--prompt-tokens`` prompt and decode tokens/s of ``--tokens`` tokens, as mlx-lm reports
 them, with the library's version and kernels. Medians of the turns. Prints one JSON document. Not part of the test
 suite.
@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 ONE = """
 import json, sys
-from mlxd.engine import blas
+from mlxd.engine.cpu import blas
 mode, _, threads = sys.argv[1].partition(":")
 report = blas.preload(mode, threads=int(threads) if threads else None)
 from mlx_lm import stream_generate
-from mlxd.engine.loader import load_model
+from mlxd.engine.loading.loader import load_model
 loaded = load_model(sys.argv[2])
 n_prompt, n_tokens = int(sys.argv[3]), int(sys.argv[4])
 ids = [t % (loaded.vocab_size - 300) + 256 for t in range(7, 7 + 13 * n_prompt, 13)][:n_prompt]

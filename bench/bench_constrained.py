@@ -38,7 +38,7 @@ from mlxd.engine.constrain import (  # noqa: E402
     build_tokenizer,
     schema_source,
 )
-from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.loading.loader import load_model  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n"
 CONSTRAINTS = {

@@ -30,11 +30,11 @@ BLAS = blas.preload("auto")
 import mlx.core as mx  # noqa: E402
 from mlx_lm import batch_generate, stream_generate  # noqa: E402
 
-from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.loading.loader import load_model  # noqa: E402
 from mlxd.engine.sampling import SamplingParams  # noqa: E402
 from mlxd.engine.settings import WorkerSettings  # noqa: E402
 from mlxd.engine.types import FinalEvent, GenerationRequest, TokenEvent  # noqa: E402
-from mlxd.engine.worker import ModelWorker  # noqa: E402
+from mlxd.engine.batching.worker import ModelWorker  # noqa: E402
 
 GREEDY = SamplingParams(temperature=0.0)
 TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
@@ -59,10 +59,10 @@ def scheduler_one_stream(loaded: Any, prompt: list[int], n: int) -> float:
     the worker's per-step work without its thread, queue or events, for a like-for-like with ``stream_generate``."""
     from mlx_lm.generate import generation_stream
 
-    from mlxd.engine.detokenize import fast_decoder
-    from mlxd.engine.handle import RequestHandle
-    from mlxd.engine.samplers import ChainSampling, TokenizerVocab
-    from mlxd.engine.scheduler import Scheduler
+    from mlxd.engine.batching.detokenize import fast_decoder
+    from mlxd.engine.batching.handle import RequestHandle
+    from mlxd.engine.batching.samplers import ChainSampling, TokenizerVocab
+    from mlxd.engine.batching.scheduler import Scheduler
 
     settings = WorkerSettings(ctx_size=len(prompt) + n + 16, parallel=1)
     n_ctx = settings.n_ctx_slot(loaded.n_ctx_train)

@@ -29,7 +29,7 @@ TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci
 
 def checkpoints(root: Path, preset: str, dtype: str, passthrough: int) -> tuple[Path, Path]:
     """(the preset, the preset with ``passthrough`` do-nothing layers) under ``root``, made when missing."""
-    from mlxd.engine import synth
+    from mlxd.dev import synth
 
     plain, target = root / f"{preset}-{dtype}", root / f"{preset}-{dtype}-pass{passthrough}"
     for path, extra in ((plain, 0), (target, passthrough)):

@@ -22,7 +22,7 @@ at each ``--streams`` count, time to first token for a 1024-token prefix cold an
 same prefix), peak RSS of the server process, and the BLAS it used. ``mlx_lm`` is mlx_lm.server as installed
 (mlx's bundled BLAS); ``mlx_lm+openblas`` is the same with an OpenBLAS in LD_PRELOAD, the library mlxd's
 ``--cpu-blas auto`` loads (the packaged one unless the system's is newer), with the same idle-thread timeout mlxd gives it (``OPENBLAS_THREAD_TIMEOUT``, see
-``mlxd.engine.blas``); ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``, and ``mlxd+env:NAME=VALUE``
+``mlxd.engine.cpu.blas``); ``mlxd+affinity-off`` is mlxd with ``--worker-affinity off``, and ``mlxd+env:NAME=VALUE``
 is mlxd with one more environment variable (``mlxd+env:OPENBLAS_THREAD_TIMEOUT=28``: OpenBLAS's own), and
 ``mlxd@REV`` is mlxd as of git revision REV of this checkout (its ``mlxd/`` unpacked by ``git archive``, run with
 this venv), for a before/after in one run; each mlxd variant also gets its own ratio to llama-server. mlx_lm.server's
@@ -55,8 +55,8 @@ from bench.client import RawClient, async_client, complete, concurrent_round, eo
 from bench.common import BIN, PAUSE_S, ROOT, Prompts, ScriptProcess, Server, free_port  # noqa: E402
 
 Client = httpx.AsyncClient | RawClient
-from mlxd.engine.blas import THREAD_TIMEOUT  # noqa: E402  (imports no mlx)
-from mlxd.engine.blas_libs import choose, packaged_library, system_library  # noqa: E402
+from mlxd.engine.cpu.blas import THREAD_TIMEOUT  # noqa: E402  (imports no mlx)
+from mlxd.engine.cpu.blas_libs import choose, packaged_library, system_library  # noqa: E402
 
 SERVERS = ("mlxd", "mlxd+affinity-off", "mlx_lm", "mlx_lm+openblas", "llama-server")
 # b10621's llama-server (../shared/tools/llama-ref.sh builds it); it serves CHECKPOINT.gguf, the same model in GGUF

@@ -6,7 +6,7 @@ thread placed three ways, side by side, and mlxd's scheduler stepped by hand on 
 - ``kernel``: the thread as Python starts it, its placement left to the kernel;
 - ``pinned``: pinned to the CPU it runs on before it makes its MLX stream, which therefore shares that CPU;
 - ``pinned+batch``: pinned, and both threads under Linux's batch scheduling policy: what mlxd's model worker does
-  with ``--worker-affinity auto`` (``mlxd.engine.affinity.keep_on_one_cpu``).
+  with ``--worker-affinity auto`` (``mlxd.engine.cpu.affinity.keep_on_one_cpu``).
 
 Each placement decodes in a process of its own that stays loaded, and the three take turns (0.3 s apart), so that
 each turn meets the same moment's load; a figure is the median of its turns. In each turn the placed thread also
@@ -38,7 +38,7 @@ import json, os, queue, sys, threading
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from bench import bench_engine as e
-from mlxd.engine import affinity
+from mlxd.engine.cpu import affinity
 from mlxd.engine.threads import release_streams
 placement = sys.argv[3]
 loaded = e.load_model(Path(sys.argv[2]))

@@ -182,8 +182,8 @@ def main(argv: list[str]) -> int:
         copies = [checkpoint, home / "twin", home / "twin2"]
         for copy in copies[1:]:
             shutil.copytree(checkpoint, copy)
-        from mlxd.engine.loader import load_model
-        from mlxd.engine.synth_lora import make_adapter
+        from mlxd.engine.loading.loader import load_model
+        from mlxd.dev.synth_lora import make_adapter
 
         adapter = make_adapter(load_model(checkpoint).model, home / "lora", seed=3)
         config = home / "mlxd.toml"

@@ -21,15 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine import blas  # before mlx is imported: the BLAS the daemon's --cpu-blas auto loads
+from mlxd.engine.cpu import blas  # before mlx is imported: the BLAS the daemon's --cpu-blas auto loads
 
 BLAS = blas.preload("auto")
 
-from mlxd.engine.loader import load_model  # noqa: E402
+from mlxd.engine.loading.loader import load_model  # noqa: E402
 from mlxd.engine.sampling import SamplingParams  # noqa: E402
 from mlxd.engine.settings import WorkerSettings  # noqa: E402
 from mlxd.engine.types import FinalEvent, GenerationRequest  # noqa: E402
-from mlxd.engine.worker import ModelWorker  # noqa: E402
+from mlxd.engine.batching.worker import ModelWorker  # noqa: E402
 from tests.conftest import synthetic_checkpoint  # noqa: E402
 
 TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n"
@@ -100,7 +100,7 @@ def qwen3_ratio() -> dict[str, float]:
     import mlx.core as mx
     from mlx_lm.models import qwen3
 
-    from mlxd.engine import kv_types
+    from mlxd.engine.loading import kv_types
 
     args = qwen3.ModelArgs(model_type="qwen3", hidden_size=1024, num_hidden_layers=28, intermediate_size=3072,
                            num_attention_heads=16, num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,

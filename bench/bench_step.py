@@ -36,20 +36,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine import blas  # before mlx is imported
+from mlxd.engine.cpu import blas  # before mlx is imported
 
 BLAS = blas.preload("auto")
 
 import mlx.core as mx  # noqa: E402
 
 from bench.bench_spec import _requests  # noqa: E402
-from mlxd.engine.affinity import keep_on_one_cpu  # noqa: E402
-from mlxd.engine import step_caches  # noqa: E402
-from mlxd.engine.detokenize import fast_decoder  # noqa: E402
-from mlxd.engine.handle import RequestHandle  # noqa: E402
-from mlxd.engine.loader import load_model  # noqa: E402
-from mlxd.engine.samplers import ChainSampling, TokenizerVocab  # noqa: E402
-from mlxd.engine.scheduler import Scheduler  # noqa: E402
+from mlxd.engine.cpu.affinity import keep_on_one_cpu  # noqa: E402
+from mlxd.engine.batching import step_caches  # noqa: E402
+from mlxd.engine.batching.detokenize import fast_decoder  # noqa: E402
+from mlxd.engine.batching.handle import RequestHandle  # noqa: E402
+from mlxd.engine.loading.loader import load_model  # noqa: E402
+from mlxd.engine.batching.samplers import ChainSampling, TokenizerVocab  # noqa: E402
+from mlxd.engine.batching.scheduler import Scheduler  # noqa: E402
 from mlxd.engine.settings import WorkerSettings  # noqa: E402
 from mlxd.engine.threads import run_on_own_thread  # noqa: E402
 from tests.conftest import synthetic_checkpoint  # noqa: E402

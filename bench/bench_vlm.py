@@ -26,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import BIN, PAUSE_S, Server, free_port  # noqa: E402
-from mlxd.engine.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
+from mlxd.engine.cpu.blas import THREAD_TIMEOUT, find_openblas  # noqa: E402  (imports no mlx)
 
 
 def png(seed: int, size: tuple[int, int] = (112, 112)) -> str:

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 
-from mlxd.engine import blas
+from mlxd.engine.cpu import blas
 
 BLAS_REPORT = blas.preload(os.environ.get("MLXD_CPU_BLAS", "auto"))  # type: ignore[arg-type]  # refused if unknown
 
@@ -33,10 +33,18 @@ from typing import TYPE_CHECKING  # noqa: E402
 
 import pytest  # noqa: E402
 
-from mlxd.engine import synth, synth_gemma4, synth_llama, synth_tokenizer, synth_vlm  # noqa: E402
+from mlxd.dev import synth
+
+from mlxd.dev import synth_gemma4
+
+from mlxd.dev import synth_llama
+
+from mlxd.dev import synth_tokenizer
+
+from mlxd.dev import synth_vlm  # noqa: E402
 
 if TYPE_CHECKING:
-    from mlxd.engine.loader import LoadedModel
+    from mlxd.engine.loading.loader import LoadedModel
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_MODELS = REPO_ROOT / ".cache" / "test-models"
@@ -86,6 +94,6 @@ def tiny_llama_checkpoint() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tiny_checkpoint: Path) -> Iterator[LoadedModel]:
     """The tiny checkpoint loaded once per session; don't mutate it (load your own copy to add LoRA etc.)."""
-    from mlxd.engine.loader import load_model
+    from mlxd.engine.loading.loader import load_model
 
     yield load_model(tiny_checkpoint)

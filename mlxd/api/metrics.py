@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
 
-from mlxd.engine import prompt_disk_tier
-from mlxd.engine.counters import DecodeCounter
+from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
+from mlxd.engine.batching.counters import DecodeCounter
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from mlxd.config import Config, ModelResolved
     from mlxd.config.change import ChangeResult
     from mlxd.engine.chat import ChatTemplate
-    from mlxd.engine.loader import LoadedModel
+    from mlxd.engine.loading.loader import LoadedModel
     from mlxd.engine.sampling import SamplingParams
-    from mlxd.engine.worker import ModelWorker
+    from mlxd.engine.batching.worker import ModelWorker
 
 
 @dataclass

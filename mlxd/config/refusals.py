@@ -40,12 +40,12 @@ def _hf_repo_rule(spec: OptionSpec, value: Any) -> bool:
 
 def _ngl_rule(spec: OptionSpec, value: Any) -> bool:
     # Whether a count is full offload depends on the checkpoint's layer count, and 0 is CPU-only, which depends on
-    # MLX's device: mlxd.engine.placement decides both when the model is about to load, before any weight is read.
+    # MLX's device: mlxd.engine.loading.placement decides both when the model is about to load, before any weight is read.
     return False
 
 
 def _device_rule(spec: OptionSpec, value: Any) -> bool:
-    # "none" is CPU-only (mlxd.engine.placement checks MLX's device); device names are ggml backend names.
+    # "none" is CPU-only (mlxd.engine.loading.placement checks MLX's device); device names are ggml backend names.
     return value is not None and str(value).strip().lower() != "none"
 
 

@@ -26,7 +26,7 @@ EXIT_CONFIG = 2
 # subcommand -> (module, what it is), each module exposing main(argv: list[str]) -> int
 _DISPATCH = {
     "serve": ("mlxd.daemon.serve", "the server"),
-    "dev": ("mlxd.engine.synth", "the developer tools"),
+    "dev": ("mlxd.dev.cli", "the developer tools"),
     "admin": ("mlxd.admin.client", "the admin client"),
 }
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from mlxd.api import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
     from mlxd.engine.chat import ChatTemplate
-    from mlxd.engine.loader import LoadedModel
+    from mlxd.engine.loading.loader import LoadedModel
     from mlxd.engine.spec import ModelSource, ModelSpec, TemplateSpec
 
 log = logging.getLogger("mlxd.daemon.loading")
@@ -54,9 +54,9 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     """Load the checkpoint ``spec`` names, with its template, sampling defaults and a started worker."""
     from mlxd.api import ServedModel
     from mlxd.engine.embed import check_embedding_options
-    from mlxd.engine.loader import load_model
-    from mlxd.engine.lora import attach_adapters, check_adapters
-    from mlxd.engine.rope import model_overrides
+    from mlxd.engine.loading.loader import load_model
+    from mlxd.engine.loading.lora import attach_adapters, check_adapters
+    from mlxd.engine.loading.rope import model_overrides
     from mlxd.engine.vlm import modalities
     from mlxd.engine.vlm.worker import make_worker
 
@@ -98,7 +98,7 @@ def _weights_summary(path: Path) -> str:
 
 
 def _load_draft(source: "ModelSource") -> "LoadedModel":
-    from mlxd.engine.loader import load_model
+    from mlxd.engine.loading.loader import load_model
 
     path = source.resolve()
     source.place(path, what="draft")

@@ -23,7 +23,7 @@ def preflight(resolved: ResolvedConfig, env: Mapping[str, str], *, setup: Callab
     """Run every startup check on ``resolved``; raises ConfigError listing each problem found.
 
     The process checks (the log file, the BLAS) come first and touch nothing; ``setup``, when given, then runs
-    before the rest, which import mlx: ``serve`` opens its log and loads its BLAS there (mlxd.engine.blas must run
+    before the rest, which import mlx: ``serve`` opens its log and loads its BLAS there (mlxd.engine.cpu.blas must run
     before mlx is imported). ``setup`` is skipped when a process check failed; the other checks still run, so
     ``serve`` and ``mlxd config check`` list the same problems.
     """
@@ -71,7 +71,7 @@ def _sourced(problem: ConfigProblem, resolved: ResolvedConfig) -> ConfigProblem:
 
 
 def _blas(cfg: Config) -> None:
-    from mlxd.engine.blas import check
+    from mlxd.engine.cpu.blas import check
 
     check(cfg.cpu_blas)
 
@@ -115,7 +115,7 @@ def _chat_template(cfg: Config) -> None:
 
 
 def _lora(cfg: Config) -> None:
-    from mlxd.engine.lora import adapter_specs, check_adapters
+    from mlxd.engine.loading.lora import adapter_specs, check_adapters
 
     check_adapters(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply))
 
@@ -124,8 +124,8 @@ def _model(cfg: Config) -> None:
     """The model argument as loading resolves it, short of a download; a checkpoint on this machine also has its
     embedding and RoPE options checked against its config.json."""
     from mlxd.engine.embed import check_embedding_options
-    from mlxd.engine.loader import locate_model_source
-    from mlxd.engine.rope import RopeOptions, model_overrides
+    from mlxd.engine.loading.loader import locate_model_source
+    from mlxd.engine.loading.rope import RopeOptions, model_overrides
 
     source = locate_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline,
                                  store_root=cfg.model_store_root or None)

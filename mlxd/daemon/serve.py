@@ -13,7 +13,7 @@ from mlxd.errors import ConfigError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.config import Config
-    from mlxd.engine.blas import BlasMode, BlasReport
+    from mlxd.engine.cpu.blas import BlasMode, BlasReport
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     def setup(cfg: Config) -> None:
         configure_logging(log_settings(cfg))
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
-        from mlxd.engine.blas import preload
+        from mlxd.engine.cpu.blas import preload
 
         chosen.append(preload(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads))
 

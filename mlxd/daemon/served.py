@@ -19,7 +19,7 @@ def model_label(cfg: "Config") -> str | None:
 
 def adapter_set(cfg: "Config") -> list[tuple[str, float]]:
     """The adapters a configuration loads, in id order, with their server-wide scales."""
-    from mlxd.engine.lora import adapter_specs
+    from mlxd.engine.loading.lora import adapter_specs
 
     return [(s.path, s.scale) for s in adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply)]
 

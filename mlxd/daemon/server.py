@@ -99,7 +99,7 @@ class Daemon:
 
     def cache_disk_summary(self) -> dict[str, Any] | None:
         """The prompt cache's disk tier over the process's life, for the admin status (None: never opened)."""
-        from mlxd.engine import prompt_disk_tier
+        from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
 
         return prompt_disk_tier.summary()
 

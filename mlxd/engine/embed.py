@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 import numpy as np
 
-from mlxd.engine import hub
+from mlxd.engine.loading import hub
 from mlxd.errors import EngineError
 
 POOLING_TYPES = ("none", "mean", "cls", "last", "rank")

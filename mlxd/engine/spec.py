@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlxd.config import Config
-from mlxd.engine.lora import AdapterSpec, adapter_specs
-from mlxd.engine.rope import RopeOptions
+from mlxd.engine.loading.lora import AdapterSpec, adapter_specs
+from mlxd.engine.loading.rope import RopeOptions
 from mlxd.engine.sampling.defaults import sampling_defaults
 from mlxd.engine.sampling.params import SamplingParams
 from mlxd.engine.settings import WorkerSettings
@@ -36,14 +36,14 @@ class ModelSource:
 
     def resolve(self) -> Path:
         """The local checkpoint directory (downloading it where the hub is allowed)."""
-        from mlxd.engine.loader import resolve_model_source
+        from mlxd.engine.loading.loader import resolve_model_source
 
         return resolve_model_source(self.model, self.hf_repo, offline=self.offline, hf_token=self.hf_token,
                                     store_root=self.store_root)
 
     def place(self, path: Path, what: str = "model") -> str:
         """Check ``-ngl``/``-dev`` against the checkpoint at ``path`` before any weight is read; where it runs."""
-        from mlxd.engine import placement
+        from mlxd.engine.loading import placement
 
         return placement.check(path, self.n_gpu_layers, self.device, what=what)
 

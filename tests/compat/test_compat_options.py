@@ -127,7 +127,7 @@ def _refused_or_inert(spec: OptionSpec) -> None:
 def _ngl_refused_at_load(spec: OptionSpec, count: str) -> None:
     import tempfile
 
-    from mlxd.engine import placement
+    from mlxd.engine.loading import placement
     from mlxd.errors import EngineError
 
     with tempfile.TemporaryDirectory() as tmp:

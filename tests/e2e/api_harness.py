@@ -22,7 +22,7 @@ from mlxd.config import Config
 from mlxd.engine.chat.templates import load_chat_template
 from mlxd.engine.sampling.params import SamplingParams
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 
 
 def served_model(loaded: Any, *, parallel: int = 2, ctx_size: int = 512) -> ServedModel:

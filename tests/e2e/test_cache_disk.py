@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mlxd.engine.synth_lora import make_adapter
+from mlxd.dev.synth_lora import make_adapter
 from tests.conftest import synthetic_checkpoint
 from tests.e2e.admin_harness import mlxd_admin, short_dir, wait_for
 from tests.e2e.conftest import RunningServer

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mlxd.engine.synth_lora import make_adapter
+from mlxd.dev.synth_lora import make_adapter
 from tests.e2e.admin_harness import admin, short_dir
 from tests.e2e.conftest import RunningServer
 

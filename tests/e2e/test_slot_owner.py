@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import httpx
 
-from mlxd.engine.slot_actions import RESTORE_FAILED
+from mlxd.engine.batching.slots.actions import RESTORE_FAILED
 from tests.conftest import synthetic_checkpoint
 from tests.e2e.conftest import RunningServer
 

@@ -97,7 +97,7 @@ def test_ngram_cache_serves_from_a_lookup_cache_file(start_server: Callable[...,
                                                      tiny_checkpoint: Path, tmp_path: Path) -> None:
     """``--spec-type ngram-cache -lcs FILE``: a static cache in llama.cpp's format proposes what it counted; a
     file that cannot be read stops the start, naming it."""
-    from mlxd.engine import ngram_cache
+    from mlxd.engine.speculative import ngram_cache
 
     static: ngram_cache.Cache = {}
     ngram_cache.update(static, [300] * 16, 16)  # the text the logit bias below makes the model write

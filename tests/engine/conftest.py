@@ -10,7 +10,7 @@ import pytest
 from mlxd.engine.sampling import SamplingParams
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.types import FinalEvent, GenerationRequest
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 
 GREEDY = SamplingParams(temperature=0.0)
 

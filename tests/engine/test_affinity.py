@@ -10,7 +10,7 @@ import threading
 import mlx.core as mx
 import pytest
 
-from mlxd.engine.affinity import current_cpu, keep_on_one_cpu
+from mlxd.engine.cpu.affinity import current_cpu, keep_on_one_cpu
 
 # Where pinning applies: Linux, MLX on the CPU, more than one CPU allowed to this process.
 PINS = sys.platform.startswith("linux") and mx.default_device() == mx.cpu and len(os.sched_getaffinity(0)) > 1

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine import blas, blas_libs
-from mlxd.engine.blas_kernel import read_cpu_flags
+from mlxd.engine.cpu import blas
+
+from mlxd.engine.cpu import blas_libs
+from mlxd.engine.cpu.blas_kernel import read_cpu_flags
 from mlxd.errors import EngineError
 from tests.conftest import BLAS_REPORT
 from tests.numerics import assert_close, assert_same_greedy
@@ -23,11 +25,11 @@ from tests.numerics import assert_close, assert_same_greedy
 _COMPUTE = textwrap.dedent(
     """
     import sys
-    from mlxd.engine import blas
+    from mlxd.engine.cpu import blas
     report = blas.preload(sys.argv[1])
     import mlx.core as mx
     from mlx_lm.generate import generate_step
-    from mlxd.engine.loader import load_model
+    from mlxd.engine.loading.loader import load_model
     a = mx.random.normal((512, 1024), key=mx.random.key(1))
     b = mx.random.normal((1024, 3072), key=mx.random.key(2))
     loaded = load_model(sys.argv[2])
@@ -53,7 +55,7 @@ def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_importing_the_engine_blas_module_leaves_mlx_unimported() -> None:
-    result = _run("import json, sys, mlxd.engine.blas; "
+    result = _run("import json, sys, mlxd.engine.cpu.blas; "
                   "print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm')]))")
 
     assert result.returncode == 0, result.stderr
@@ -119,7 +121,7 @@ def test_system_mode_refuses_once_mlx_is_imported() -> None:
     code = textwrap.dedent(
         """
         import mlx.core
-        from mlxd.engine import blas
+        from mlxd.engine.cpu import blas
         from mlxd.errors import EngineError
         print(blas.preload("auto").chosen)
         blas._report = None

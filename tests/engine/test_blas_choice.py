@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.engine import blas, blas_libs
-from mlxd.engine.blas_kernel import Kernel, cpu_flags, generic_warning, identify
-from mlxd.engine.blas_libs import Library, choose, version_of
+from mlxd.engine.cpu import blas
+
+from mlxd.engine.cpu import blas_libs
+from mlxd.engine.cpu.blas_kernel import Kernel, cpu_flags, generic_warning, identify
+from mlxd.engine.cpu.blas_libs import Library, choose, version_of
 from mlxd.errors import EngineError
 
 

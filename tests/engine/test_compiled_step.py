@@ -10,11 +10,11 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import compiled as compiled_module
-from mlxd.engine.compiled import SHORT_PROMPT, CompiledStep
-from mlxd.engine.step_caches import capacity_for
-from mlxd.engine.handle import RequestHandle
-from mlxd.engine.scheduler import Scheduler
+from mlxd.engine.batching import compiled as compiled_module
+from mlxd.engine.batching.compiled import SHORT_PROMPT, CompiledStep
+from mlxd.engine.batching.step_caches import capacity_for
+from mlxd.engine.batching.handle import RequestHandle
+from mlxd.engine.batching.scheduler import Scheduler
 from mlxd.engine.types import ErrorEvent, FinalEvent, TokenEvent
 from tests.engine.conftest import PROMPTS, final, greedy_request
 from tests.engine.test_scheduler import make_scheduler, run_until  # noqa: F401  (the fixture)

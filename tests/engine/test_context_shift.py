@@ -9,7 +9,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.cache import KVCache
 
-from mlxd.engine import context_shift
+from mlxd.engine.batching import context_shift
 from tests.engine.conftest import PROMPTS, final, greedy_request
 
 

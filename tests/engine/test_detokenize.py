@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlxd.engine.detokenize import IncrementalDetokenizer, fast_decoder
+from mlxd.engine.batching.detokenize import IncrementalDetokenizer, fast_decoder
 
 
 def test_pieces_join_to_the_decoded_continuation(tiny_model: Any) -> None:

@@ -13,9 +13,9 @@ import pytest
 from mlx_lm.models import cache as mlx_cache
 from mlx_lm.models import gemma, llama, qwen2, qwen3
 
-from mlxd.engine import kv_types
-from mlxd.engine.compiled import CompiledStep
-from mlxd.engine.fused import FusedDecoder
+from mlxd.engine.loading import kv_types
+from mlxd.engine.batching.compiled import CompiledStep
+from mlxd.engine.batching.fused import FusedDecoder
 from tests.numerics import assert_close, assert_same_greedy
 
 SHAPE = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
@@ -167,7 +167,7 @@ def test_the_fused_step_has_fewer_graph_operations(tmp_path: Any) -> None:
 def test_other_models_keep_their_own_forward_pass(make: Any, why: str | None,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     model = make()
-    with caplog.at_level("INFO", logger="mlxd.engine.fused"):
+    with caplog.at_level("INFO", logger="mlxd.engine.batching.fused"):
         assert FusedDecoder.of(model) is None
     if why is not None:
         assert why in caplog.text
@@ -188,7 +188,7 @@ def test_a_failing_fused_pass_falls_back_to_the_models_own(monkeypatch: pytest.M
     monkeypatch.setattr(step.fused, "__call__", broken)
     monkeypatch.setattr(FusedDecoder, "__call__", lambda self, *a: broken())
     a, b = prefilled(model, [1, 2, 3]), prefilled(model, [1, 2, 3])
-    with caplog.at_level("WARNING", logger="mlxd.engine.compiled"):
+    with caplog.at_level("WARNING", logger="mlxd.engine.batching.compiled"):
         x = step(mx.array([4], mx.uint32), a)
     assert step.fused is None and "fused decode step failed" in caplog.text
     assert x is not None and mx.array_equal(x, own(mx.array([4], mx.uint32), b)).item()

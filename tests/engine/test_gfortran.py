@@ -10,7 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from mlxd.engine import blas_libs, gfortran
+from mlxd.engine.cpu import blas_libs
+
+from mlxd.engine.cpu import gfortran
 
 RUNTIME = gfortran.bundled_runtime()
 needs_runtime = pytest.mark.skipif(RUNTIME is None, reason="mlx-cpu carries no libgfortran here (not Linux)")
@@ -47,7 +49,8 @@ def test_the_packaged_openblas_runs_on_the_provided_runtime() -> None:
     code = textwrap.dedent(
         """
         import ctypes
-        from mlxd.engine import blas_libs, gfortran
+        from mlxd.engine.cpu import blas_libs
+        from mlxd.engine.cpu import gfortran
         gfortran.provide()
         ctypes.CDLL(blas_libs.find_packaged(), mode=ctypes.RTLD_GLOBAL)
         import mlx.core as mx

@@ -10,10 +10,10 @@ import mlx.core as mx
 import pytest
 
 from mlxd.config import ConfigError, resolve
-from mlxd.engine import kv_types
-from mlxd.engine.loader import load_model
+from mlxd.engine.loading import kv_types
+from mlxd.engine.loading.loader import load_model
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 from mlxd.errors import EngineError
 from tests.conftest import synthetic_checkpoint
 from tests.engine.conftest import PROMPTS, final, greedy_request

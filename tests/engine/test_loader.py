@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.engine import hub
-from mlxd.engine.loader import load_model, resolve_and_load, resolve_model_source
+from mlxd.engine.loading import hub
+from mlxd.engine.loading.loader import load_model, resolve_and_load, resolve_model_source
 from mlxd.errors import EngineError
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"

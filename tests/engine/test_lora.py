@@ -13,13 +13,13 @@ import pytest
 from mlx.utils import tree_unflatten
 
 from mlxd.config import resolve
-from mlxd.engine.loader import LoadedModel, load_model
-from mlxd.engine.lora import AdapterSpec, LoraSet, adapter_specs, attach_adapters
-from mlxd.engine.lora_layers import MultiLoRALinear
+from mlxd.engine.loading.loader import LoadedModel, load_model
+from mlxd.engine.loading.lora import AdapterSpec, LoraSet, adapter_specs, attach_adapters
+from mlxd.engine.loading.lora_layers import MultiLoRALinear
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.synth_lora import make_adapter
+from mlxd.dev.synth_lora import make_adapter
 from mlxd.engine.types import FinalEvent, TokenEvent
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 from mlxd.errors import ConfigError, EngineError, InvalidRequest
 from tests.engine.conftest import PROMPTS, final, greedy_request
 
@@ -225,7 +225,7 @@ def test_adapters_that_cannot_be_served_are_refused(tiny_checkpoint, adapters, t
 def test_quantized_bases_match_mlx_lms_lora_layer(tmp_path, adapters) -> None:
     from mlx_lm.tuner.utils import load_adapters
 
-    from mlxd.engine import synth
+    from mlxd.dev import synth
 
     checkpoint = synth.make_checkpoint(tmp_path / "q8", quantize=8)
     ours = load_model(checkpoint)

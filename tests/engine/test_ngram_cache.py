@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine import ngram_cache as nc
-from mlxd.engine.ngram_cache import NULL, NgramCaches
+from mlxd.engine.speculative import ngram_cache as nc
+from mlxd.engine.speculative.ngram_cache import NULL, NgramCaches
 from mlxd.errors import EngineError
 from tests.engine.conftest import generate_greedy
 

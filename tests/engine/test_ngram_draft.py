@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.loader import load_model
-from mlxd.engine.ngram_draft import NgramConfig, propose
+from mlxd.engine.loading.loader import load_model
+from mlxd.engine.speculative.ngram_draft import NgramConfig, propose
 from mlxd.engine.sampling import SamplingParams
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 from tests.conftest import synthetic_checkpoint
 from tests.engine.conftest import final, greedy_request
 

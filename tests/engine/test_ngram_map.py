@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.ngram_map import HASH_SIZE, MAX_COUNT, MAX_VALUES, NgramMap, NgramMapConfig
+from mlxd.engine.speculative.ngram_map import HASH_SIZE, MAX_COUNT, MAX_VALUES, NgramMap, NgramMapConfig
 from tests.engine.conftest import generate_greedy
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.ngram_mod import EMPTY, NgramMod, NgramModConfig, SequenceState
+from mlxd.engine.speculative.ngram_mod import EMPTY, NgramMod, NgramModConfig, SequenceState
 from tests.engine.conftest import generate_greedy
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.engine import placement
+from mlxd.engine.loading import placement
 from mlxd.errors import EngineError
 
 

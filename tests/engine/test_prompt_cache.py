@@ -7,7 +7,7 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache
 
-from mlxd.engine.prompt_cache import PromptCache
+from mlxd.engine.batching.prompt_cache.ram import PromptCache
 from tests.engine.conftest import PROMPTS, final, greedy_request
 
 

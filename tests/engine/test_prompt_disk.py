@@ -13,13 +13,17 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine import prompt_disk, prompt_disk_format, prompt_disk_tier
-from mlxd.engine.lora import AdapterSpec, attach_adapters
-from mlxd.engine.prompt_disk_worth import Worth
-from mlxd.engine.loader import load_model
+from mlxd.engine.batching.prompt_cache import disk as prompt_disk
+
+from mlxd.engine.batching.prompt_cache import disk_format as prompt_disk_format
+
+from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
+from mlxd.engine.loading.lora import AdapterSpec, attach_adapters
+from mlxd.engine.batching.prompt_cache.disk_worth import Worth
+from mlxd.engine.loading.loader import load_model
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.synth_lora import make_adapter
-from mlxd.engine.worker import ModelWorker
+from mlxd.dev.synth_lora import make_adapter
+from mlxd.engine.batching.worker import ModelWorker
 from tests.conftest import synthetic_checkpoint
 from tests.engine.conftest import PROMPTS, final, greedy_request
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mlx_lm.models.cache import PromptTrie
 
-from mlxd.engine.prompt_trie import IndexedPromptTrie
+from mlxd.engine.batching.prompt_cache.trie import IndexedPromptTrie
 
 
 def _same(a: Any, b: Any, call: str, *args: Any) -> Any:

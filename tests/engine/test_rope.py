@@ -10,8 +10,8 @@ import mlx.core as mx
 import pytest
 
 from mlxd.config import resolve
-from mlxd.engine.loader import load_model
-from mlxd.engine.rope import RopeOptions, model_overrides
+from mlxd.engine.loading.loader import load_model
+from mlxd.engine.loading.rope import RopeOptions, model_overrides
 from mlxd.errors import EngineError
 
 TOKENS = list(range(3, 67))  # long enough for the scaled positions to matter

@@ -8,12 +8,12 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine import compiled as compiled_module
-from mlxd.engine.detokenize import fast_decoder
-from mlxd.engine.handle import RequestHandle
-from mlxd.engine.samplers import ChainSampling, TokenizerVocab
+from mlxd.engine.batching import compiled as compiled_module
+from mlxd.engine.batching.detokenize import fast_decoder
+from mlxd.engine.batching.handle import RequestHandle
+from mlxd.engine.batching.samplers import ChainSampling, TokenizerVocab
 from mlxd.engine.sampling import SamplingParams
-from mlxd.engine.scheduler import Scheduler
+from mlxd.engine.batching.scheduler import Scheduler
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.types import FinalEvent, TokenEvent
 from tests.engine.conftest import PROMPTS, final, greedy_request

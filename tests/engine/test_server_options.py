@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mlxd.engine.sampling import SamplingParams
-from mlxd.engine.slots import Resident, SlotRegistry
+from mlxd.engine.batching.slots.table import Resident, SlotRegistry
 from tests.engine.conftest import PROMPTS, final, greedy_request
 
 
@@ -47,9 +47,9 @@ def test_slot_prompt_similarity_reaches_the_worker(make_worker) -> None:
 @pytest.mark.parametrize("warmup", [True, False])
 def test_warmup_runs_once_before_serving_unless_disabled(tiny_model, make_worker, reference, caplog,
                                                          warmup: bool) -> None:
-    with caplog.at_level(logging.INFO, logger="mlxd.engine.warmup"):
+    with caplog.at_level(logging.INFO, logger="mlxd.engine.loading.warmup"):
         worker = make_worker(parallel=1, warmup=warmup)
-    runs = [r for r in caplog.records if r.name == "mlxd.engine.warmup" and "warming up" in r.getMessage()]
+    runs = [r for r in caplog.records if r.name == "mlxd.engine.loading.warmup" and "warming up" in r.getMessage()]
     assert len(runs) == (1 if warmup else 0)
     tokens = list(tiny_model.tokenizer.encode(PROMPTS[0]))
     assert list(final(worker.submit(greedy_request(tokens, 8))).tokens) == reference(tokens, 8)

@@ -1,4 +1,4 @@
-"""Slot files name the model that wrote them (mlxd.engine.slot_identity, mlxd.engine.slot_state): each refusal
+"""Slot files name the model that wrote them (mlxd.engine.batching.slots.identity, mlxd.engine.batching.slots.state_file): each refusal
 names its reason, and the weights digest tells apart two checkpoints of one shape."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models.cache import make_prompt_cache
 
-from mlxd.engine.loader import LoadedModel, load_model
-from mlxd.engine.slot_identity import owner_of, weights_digest
-from mlxd.engine.slot_state import SlotFileError, load, save
-from mlxd.engine.slots import Resident
+from mlxd.engine.loading.loader import LoadedModel, load_model
+from mlxd.engine.batching.slots.identity import owner_of, weights_digest
+from mlxd.engine.batching.slots.state_file import SlotFileError, load, save
+from mlxd.engine.batching.slots.table import Resident
 from tests.conftest import synthetic_checkpoint
 
 

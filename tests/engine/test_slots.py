@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.slots import Resident, SlotRegistry
+from mlxd.engine.batching.slots.table import Resident, SlotRegistry
 
 
 def test_context_is_split_per_slot_unless_unified() -> None:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from mlxd.engine.loader import load_model
+from mlxd.engine.loading.loader import load_model
 from mlxd.engine.sampling import SamplingParams
 from mlxd.engine.settings import WorkerSettings
-from mlxd.engine.speculative import PROBE_EVERY
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.speculative.draft_model import PROBE_EVERY
+from mlxd.engine.batching.worker import ModelWorker
 from mlxd.errors import EngineError
 from tests.conftest import synthetic_checkpoint
 from tests.engine.conftest import PROMPTS, final, greedy_request
@@ -138,7 +138,7 @@ def test_rejection_sampling_keeps_the_chains_distribution() -> None:
     """
     import numpy as np
 
-    from mlxd.engine import speculative_sampling as rs
+    from mlxd.engine.speculative import rejection as rs
     from mlxd.engine.sampling import TokenSampler
 
     sampler = TokenSampler(SamplingParams(temperature=0.9, top_k=6, seed=1))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mlxd.engine import synth, synth_tokenizer
-from mlxd.engine.loader import LoadedModel
+from mlxd.dev import cli, synth, synth_tokenizer
+from mlxd.engine.loading.loader import LoadedModel
 
 PROMPTS = [
     "def fibonacci(n):\n",
@@ -137,9 +137,9 @@ def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.Captur
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
 
-    from mlxd.engine.loader import load_model
+    from mlxd.engine.loading.loader import load_model
 
-    assert synth.main(["synth-model", str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
+    assert cli.main(["synth-model", str(tmp_path / "q4"), "--quantize", "4", "--seed", "3"]) == 0
     printed = capsys.readouterr()
     assert "preset tiny, 360,832 parameters" in printed.out
     # Each step a person waits for is named on stderr as it starts, with the time so far.
@@ -160,6 +160,37 @@ def test_cli_writes_a_quantized_checkpoint(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_cli_refuses_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert synth.main(["synth-model", str(tmp_path / "x"), "--preset", "huge"]) == 2
+    assert cli.main(["synth-model", str(tmp_path / "x"), "--preset", "huge"]) == 2
     assert "invalid choice: 'huge'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_cli_writes_a_lora_adapter_the_loader_accepts(tiny_checkpoint: Path, tiny_model: LoadedModel,
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import mlx.core as mx
+
+    from mlxd.engine.loading.lora import adapter_specs, attach_adapters, check_adapters
+
+    out = tmp_path / "style"
+    assert cli.main(["synth-lora", str(tiny_checkpoint), str(out), "--seed", "5", "--rank", "2"]) == 0
+    assert f"wrote {out}: rank 2, scale 2.0, keys self_attn.q_proj,self_attn.v_proj" in capsys.readouterr().out
+    specs = check_adapters(adapter_specs([str(out)], []))
+    model = synth_loaded(tiny_checkpoint).model
+    base = tiny_model.model(mx.array([[1, 2, 3, 4]]))
+    attach_adapters(model, specs)
+    adapted = model(mx.array([[1, 2, 3, 4]]))
+    # The adapter's B is drawn non-zero, so it moves the logits by far more than float32 rounding.
+    assert float(mx.abs(adapted - base).max()) > 1e-2
+
+
+def test_cli_refuses_a_lora_for_something_that_is_no_checkpoint(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["synth-lora", str(tmp_path), str(tmp_path / "out")]) == 1
+    assert "is not an MLX checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def synth_loaded(path: Path) -> LoadedModel:
+    from mlxd.engine.loading.loader import load_model
+
+    return load_model(path)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlxd.engine import synth, synth_llama
-from mlxd.engine.loader import load_model
+from mlxd.dev import synth
+
+from mlxd.dev import synth_llama
+from mlxd.engine.loading.loader import load_model
 
 
 def test_layout_is_llamas(tiny_llama_checkpoint: Path) -> None:

@@ -178,7 +178,7 @@ def test_context_shift_is_refused_for_positions_it_cannot_move() -> None:
     from types import SimpleNamespace
 
     from mlxd.engine.settings import WorkerSettings
-    from mlxd.engine.worker import ModelWorker
+    from mlxd.engine.batching.worker import ModelWorker
 
     alibi = SimpleNamespace(layers=[SimpleNamespace(self_attn=SimpleNamespace(rope=None))])
     with pytest.raises(EngineError, match="--context-shift is not supported for odd: .*not plain RoPE"):

@@ -18,6 +18,7 @@ ALLOWED = {
     "admin": {"config", "schemas"},
     "web": {"api", "config", "schemas"},
     "daemon": {"admin", "api", "web", "engine", "config", "schemas", "compat"},
+    "dev": {"engine", "config"},
 }
 
 

@@ -115,7 +115,7 @@ def test_every_module_imported_by_a_feature_is_declared() -> None:
 def test_every_declared_dependency_is_imported() -> None:
     """Or, for a distribution that carries only a shared library (the packaged OpenBLAS), loaded by the code that
     names it."""
-    from mlxd.engine.blas_libs import PACKAGED_DIST
+    from mlxd.engine.cpu.blas_libs import PACKAGED_DIST
 
     imports = _imports()
     used = {d for kind in imports.values() for module in kind for d in _distributions(module)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlxd.engine.prompt_disk_worth import MIN_TOKENS, Worth
+from mlxd.engine.batching.prompt_cache.disk_worth import MIN_TOKENS, Worth
 
 
 def test_too_few_tokens_are_never_read_or_written() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mlxd.engine.synth_lora import make_adapter
+from mlxd.dev.synth_lora import make_adapter
 from tests.e2e.conftest import launch
 
 TOKEN = "console-token-1234"

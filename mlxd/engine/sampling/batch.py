@@ -13,7 +13,7 @@ from typing import cast
 import mlx.core as mx
 import numpy as np
 
-from mlxd.engine import readback
+from mlxd.engine.batching import readback
 from mlxd.engine.sampling.chain import SampledToken, TokenSampler
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlxd.engine.loader import LoadedModel, _check_local, _describe, checkpoint_facts
+from mlxd.engine.loading.loader import LoadedModel, _check_local, _describe, checkpoint_facts
 from mlxd.engine.vlm.detect import Modalities, modalities
 from mlxd.errors import EngineError
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import mlx.core as mx
 
-from mlxd.engine import readback
-from mlxd.engine.scheduler import Scheduler
-from mlxd.engine.slots import Slot
+from mlxd.engine.batching import readback
+from mlxd.engine.batching.scheduler import Scheduler
+from mlxd.engine.batching.slots.table import Slot
 from mlxd.engine.vlm.inputs import MediaInputs
 from mlxd.engine.vlm.text_view import TextView
 

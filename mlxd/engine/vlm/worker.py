@@ -6,13 +6,13 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Sequence
 
-from mlxd.engine.loader import LoadedModel
-from mlxd.engine.lora import LoraSet
+from mlxd.engine.loading.loader import LoadedModel
+from mlxd.engine.loading.lora import LoraSet
 from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.vlm.inputs import MediaInputs, Medium, prepare
 from mlxd.engine.vlm.load import MultimodalModel
 from mlxd.engine.vlm.scheduler import MultimodalScheduler
-from mlxd.engine.worker import ModelWorker
+from mlxd.engine.batching.worker import ModelWorker
 from mlxd.errors import Unavailable
 
 

@@ -24,7 +24,7 @@ from mlxd.engine.constrain import (
 )
 
 if TYPE_CHECKING:
-    from mlxd.engine.loader import LoadedModel
+    from mlxd.engine.loading.loader import LoadedModel
 
 # The tiny model's logits spread widely (std 8); sampling at this temperature keeps seeds apart.
 TEMPERATURE = 4.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mlxd.engine.stops import IndentLimit, StopMatcher
+from mlxd.engine.batching.stops import IndentLimit, StopMatcher
 
 
 def run(stops: list[str], chunks: list[str]) -> tuple[list[str], str | None]:

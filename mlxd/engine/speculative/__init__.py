@@ -1,0 +1,1 @@
+"""Speculative decoding: a draft model or n-gram proposals, verified by rejection sampling inside the batch."""
