@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,8 @@ def load_share(spec: RankSpec, group: mx.distributed.Group) -> tuple[Any, str]:
     shares = spec.tensor_split or [1.0] * spec.world
     shard = cut(loaded.model, spec.split_mode, group, shares)
     mx.eval(loaded.model.parameters())
-    loaded.size_bytes = int(tree_reduce(lambda acc, a: acc + a.nbytes, loaded.model.parameters(), 0))
-    return loaded, shard
+    size = int(tree_reduce(lambda acc, a: acc + a.nbytes, loaded.model.parameters(), 0))
+    return replace(loaded, size_bytes=size), shard
 
 
 def build_worker(loaded: Any, spec: RankSpec, leader: bool) -> Any:

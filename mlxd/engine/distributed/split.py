@@ -58,6 +58,15 @@ class Stage(nn.Module):
         self.inner = inner
         self._first, self._last, self._group = first, last, group
 
+    def __getattr__(self, key: str) -> Any:
+        # Code that inspects a layer (the fused pass's support check, cache makers) sees the layer it wraps.
+        try:
+            return super().__getattr__(key)
+        except AttributeError:
+            if key == "inner" or "inner" not in self:
+                raise
+            return getattr(self["inner"], key)
+
     def __call__(self, h: mx.array, *args: Any, **kwargs: Any) -> mx.array:
         rank, size = self._group.rank(), self._group.size()
         if self._first and rank > 0:
@@ -68,6 +77,11 @@ class Stage(nn.Module):
         if rank < size - 1:
             sent = mx.distributed.send(h, rank + 1, group=self._group)
             h = mx.depends(mx.zeros_like(h), sent)
+            # A prompt chunk whose logits nobody reads evaluates only the caches: tie the send to this layer's
+            # cache (as mlx-lm's own pipelines do), or the next rank would wait for it forever.
+            cache = kwargs.get("cache", args[1] if len(args) > 1 else None)
+            if getattr(cache, "keys", None) is not None:
+                cache.keys = mx.depends(cache.keys, sent)
         return mx.distributed.all_sum(h, group=self._group)  # the last rank's state, on every rank
 
 
