@@ -118,6 +118,7 @@ class Group:
         self._stop = threading.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._ready = threading.Event()
+        self._first = threading.Event()  # the first forming has ended, formed or not
         self._thread = threading.Thread(target=self._run, name="mlxd-group", daemon=True)
 
     # -- the daemon's side -------------------------------------------------------------------------------
@@ -127,9 +128,14 @@ class Group:
     def wait_ready(self, timeout: float) -> bool:
         return self._ready.wait(timeout)
 
-    def stop(self) -> None:
+    def wait_first(self, timeout: float) -> bool:
+        """Wait for the first forming to end; whether the group is formed."""
+        self._first.wait(timeout)
+        return self._ready.is_set()
+
+    def close(self) -> None:
+        """End the group for good (the model is unloaded): no re-forming."""
         self._stop.set()
-        self.worker.stop(drain_timeout=0.0)
         self._teardown("the model was unloaded")
         self._thread.join(timeout=5.0)
 
@@ -143,7 +149,10 @@ class Group:
         while not self._stop.is_set():
             inbox: queue.Queue[tuple[int, dict[str, Any] | None]] = queue.Queue()
             try:
-                self._form(inbox)
+                try:
+                    self._form(inbox)
+                finally:
+                    self._first.set()
                 attempt = 0
                 reason = self._watch(inbox)
             except Lost as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -63,6 +64,7 @@ class RemoteWorker(ModelWorker):
         self._counter = _Counter()
         self.down_reason: str | None = "the group is forming"
         self._stopped = False
+        self.group: Any = None  # the Group serving this worker (group.py), closed when the worker stops
 
     # -- the group's side (group.py) ----------------------------------------------------------------------
     def attach(self, conn: Connection, facts: dict[str, Any]) -> None:
@@ -127,11 +129,17 @@ class RemoteWorker(ModelWorker):
         """Nothing to start here: the group's processes are the worker (group.py starts them)."""
 
     def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
+        """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the group."""
         self._stopped = True
+        deadline = time.monotonic() + max(0.0, drain_timeout)
+        while self._handles and time.monotonic() < deadline:
+            time.sleep(0.05)
         try:
-            self._send(("stop", drain_timeout))
+            self._send(("stop", 0.0))
         except (Unavailable, OSError):
             pass
+        if self.group is not None:
+            self.group.close()
 
     @property
     def running(self) -> bool:

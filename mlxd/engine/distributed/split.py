@@ -79,7 +79,7 @@ class Stage(nn.Module):
             h = mx.depends(mx.zeros_like(h), sent)
             # A prompt chunk whose logits nobody reads evaluates only the caches: tie the send to this layer's
             # cache (as mlx-lm's own pipelines do), or the next rank would wait for it forever.
-            cache = kwargs.get("cache", args[1] if len(args) > 1 else None)
+            cache: Any = kwargs.get("cache", args[1] if len(args) > 1 else None)
             if getattr(cache, "keys", None) is not None:
                 cache.keys = mx.depends(cache.keys, sent)
         return mx.distributed.all_sum(h, group=self._group)  # the last rank's state, on every rank
