@@ -93,7 +93,7 @@ REASONS: dict[str, tuple[str, str]] = {
 # The reasons that are mlxd's own gaps: MLX (or mlx-lm, mlx-vlm) could do it and mlxd does not yet. An option
 # refused or inert for one of these is `deferred` in the compat manifest, never `not_applicable`.
 GAPS = frozenset({
-    "spec", "split-mode", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
+    "spec", "cache-reuse", "control-vector", "reasoning-preserve", "log-prompts-dir",
     "swa-full", "checkpoints", "escape", "threads-batch", "threads-draft",
 })
 

@@ -164,6 +164,12 @@ NOT_DISTRIBUTED = ("lora", "lora-scaled", "model-draft", "hf-repo-draft", "spec-
 def _not_distributed(settings: Mapping[str, Setting]) -> list[ConfigProblem]:
     rpc = _explicit(settings, "rpc")
     split = settings.get("split-mode")
+    shares = _explicit(settings, "tensor-split")
+    if shares is not None and (rpc is None or (split is not None and split.value in ("none", "row"))):
+        why = "the model runs on this machine alone without --rpc" if rpc is None else \
+            f"--split-mode {split.value if split else ''} does not read it (row: mlx-lm's shard splits evenly)"
+        return [ConfigProblem("tensor-split", shares.source, f"not supported by mlxd here: {why}; it sizes each "
+                              "machine's layer range with --rpc and --split-mode layer", value=str(shares.value))]
     if rpc is None or (split is not None and split.value == "none"):
         return []
     problems = []
