@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import synthetic_checkpoint
+from tests.e2e.admin_harness import admin, mlxd_admin, short_dir
 from tests.e2e.conftest import BIN, RunningServer
 
 PROMPTS = [f"Tell me about item {i}: the" for i in range(8)]
@@ -88,20 +89,24 @@ def _concurrent(base_url: str) -> list[list[int]]:
 
 @pytest.mark.parametrize("preset,passthrough,split,peers", [
     ("tiny", 0, "row", 1),  # qwen3, tensor parallel
-    ("tiny-llama", 0, "layer", 1),  # llama, pipeline
-    ("tiny", 1, "layer", 2),  # qwen3 with 3 layers over 3 ranks
+    # llama, pipeline: `make test-distributed-long` (each case starts three daemons; make test keeps two)
+    pytest.param("tiny-llama", 0, "layer", 1, marks=pytest.mark.distributed_long),
+    ("tiny", 1, "layer", 2),  # qwen3 with a do-nothing third layer, one layer per rank over 3 ranks
 ])
 def test_greedy_output_equals_one_process(preset: str, passthrough: int, split: str, peers: int,
-                                          start_server: Callable[..., RunningServer],
+                                          server: RunningServer, start_server: Callable[..., RunningServer],
                                           rpc_servers: Callable[..., RpcServer]) -> None:
-    model = str(synthetic_checkpoint(preset, passthrough=passthrough))
-    alone = start_server("-m", model, "-np", "8")
-    expected = _concurrent(alone.base_url)
-    alone.stop()
+    if preset == "tiny":  # the shared one-process server serves tiny; a do-nothing layer changes no output
+        expected = _concurrent(server.base_url)
+    else:
+        alone = start_server("-m", str(synthetic_checkpoint(preset)))
+        expected = _concurrent(alone.base_url)
+        alone.stop()
     addresses = ",".join(rpc_servers().address for _ in range(peers))
+    model = str(synthetic_checkpoint(preset, passthrough=passthrough))
     group = start_server("-m", model, "-np", "8", "--rpc", addresses, "--split-mode", split)
     assert _concurrent(group.base_url) == expected
-    assert f"{split} split" in group.log() and f"{peers + 1} ranks" in group.log()
+    assert f"{peers + 1} ranks, {split} split" in group.log()
 
 
 def _stream_until_error(base_url: str, started: list[float], ended: list[float], lines: list[str]) -> None:
@@ -119,7 +124,12 @@ def _stream_until_error(base_url: str, started: list[float], ended: list[float],
 def test_killed_peer_ends_streams_then_the_group_re_forms(start_server: Callable[..., RunningServer],
                                                           rpc_servers: Callable[..., RpcServer]) -> None:
     peer = rpc_servers()
-    front = start_server("--rpc", peer.address, "--split-mode", "row")
+    sock = short_dir() / "admin.sock"
+    front = start_server("--rpc", peer.address, "--split-mode", "row", "--admin-listen", f"unix:{sock}")
+    members = admin(sock).get("/v1/status").json()["peers"]
+    assert [(m["rank"], m["state"]) for m in members] == [(0, "ready"), (1, "ready")]
+    assert members[1]["address"] == peer.address and members[1]["shard"] == "rows 1/2 of every layer"
+    assert members[1]["memory_bytes"] > 0 and members[1]["last_heartbeat"] is not None
     started: list[float] = []
     ended: list[float] = []
     lines: list[str] = []
@@ -139,6 +149,10 @@ def test_killed_peer_ends_streams_then_the_group_re_forms(start_server: Callable
     assert refused.status_code == 503 and refused.headers.get("Retry-After")
     health = httpx.get(f"{front.base_url}/health", timeout=10)
     assert health.status_code == 503 and peer.address in health.json()["error"]["message"]
+    status = admin(sock).get("/v1/status").json()
+    assert peer.address in status["last_error"]["message"] and status["state"] == "serving"
+    shown = mlxd_admin(sock, "status")
+    assert shown.returncode == 0 and f"rank 1  {peer.address}" in shown.stdout, shown.stdout + shown.stderr
     rpc_servers(port=peer.port)  # the machine comes back
     back = time.monotonic()
     while httpx.get(f"{front.base_url}/health", timeout=10).status_code != 200:
