@@ -158,7 +158,7 @@ def contradictions(settings: Mapping[str, Setting], *, model_argument: bool = Tr
 
 # What does not yet run on a model split across machines (--rpc): refused, never ignored (docs/compat.md: deferred).
 NOT_DISTRIBUTED = ("lora", "lora-scaled", "model-draft", "hf-repo-draft", "spec-type", "cache-type-k", "cache-type-v",
-                   "embeddings", "reranking")
+                   "embeddings", "reranking", "cache-disk")
 
 
 def _not_distributed(settings: Mapping[str, Setting]) -> list[ConfigProblem]:

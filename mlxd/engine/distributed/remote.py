@@ -153,6 +153,9 @@ class RemoteWorker(ModelWorker):
             raise InvalidRequest("Invalid slot ID")
         if request.media is not None:
             raise InvalidRequest(f"images and audio {NOT_DISTRIBUTED}")
+        if request.t_max_predict_ms > 0:
+            # Every rank must end a request at the same step; a wall-clock limit would end it on rank 0 alone.
+            raise InvalidRequest(f"t_max_predict_ms {NOT_DISTRIBUTED}; use n_predict")
         with self._lock:
             if self._conn is None or self._stopped:
                 raise GroupDown(f"the distributed model is not serving: {self.down_reason or 'stopping'}")
