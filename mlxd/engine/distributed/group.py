@@ -201,7 +201,10 @@ class Group:
         facts: dict[str, Any] = message[1]
         self.rank0.state, self.rank0.shard = "ready", str(facts.get("shard", ""))
         self.rank0.memory_bytes, self.rank0.last_heartbeat = int(facts.get("memory_bytes", 0)), time.time()
-        self._drain(inbox)
+        while any(peer.state.state != "ready" for peer in self.peers):  # their word follows rank 0's by a moment
+            self._drain(inbox, wait=0.1)
+            if time.monotonic() > deadline:
+                raise Lost("a peer's rank did not report ready")
         self.worker.attach(conn, facts)
         self.formed_at, self.last_error = time.time(), None
         self._ready.set()

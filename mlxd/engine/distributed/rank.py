@@ -75,7 +75,23 @@ def build_worker(loaded: Any, spec: RankSpec, leader: bool) -> Any:
     return worker
 
 
+def _end_with_parent() -> None:
+    """End this rank when the process that started it (the front end, or the rpc-server) is gone: a rank must not
+    outlive its supervisor, whatever killed it (portable, unlike Linux's PR_SET_PDEATHSIG)."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(5)
+
+    threading.Thread(target=watch, name="mlxd-rank-parent", daemon=True).start()
+
+
 def main() -> int:
+    _end_with_parent()
     logging.basicConfig(level=os.environ.get("MLXD_RANK_LOG", "WARNING"), stream=sys.stderr,
                         format=f"%(asctime)s rank %(process)d %(name)s: %(message)s")
     spec = RankSpec.model_validate_json(sys.stdin.readline())
@@ -112,4 +128,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # MLX's communication threads would keep a finished rank alive
