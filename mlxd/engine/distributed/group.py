@@ -264,6 +264,7 @@ class Group:
                     return f"peer {peer.state.address} (rank {peer.state.rank}) silent for {SILENCE_S:.0f} s"
             if self._process is not None and self._process.poll() is not None:
                 return f"rank 0 ended (exit {self._process.returncode})"
+            self.rank0.last_heartbeat = now  # rank 0 is this machine's child: alive is its heartbeat
             if self.worker.down_reason is not None:
                 return self.worker.down_reason
         return "stopped"
