@@ -107,6 +107,8 @@ def test_greedy_output_equals_one_process(preset: str, passthrough: int, split: 
     group = start_server("-m", model, "-np", "8", "--rpc", addresses, "--split-mode", split)
     assert _concurrent(group.base_url) == expected
     assert f"{peers + 1} ranks, {split} split" in group.log()
+    slots = httpx.get(f"{group.base_url}/slots", timeout=10).json()  # rank 0's slots, through the link
+    assert len(slots) == 8 and sum(slot["n_ctx"] > 0 for slot in slots) == 8
 
 
 def _stream_until_error(base_url: str, started: list[float], ended: list[float], lines: list[str]) -> None:

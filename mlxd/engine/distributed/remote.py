@@ -30,6 +30,7 @@ from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull,
 log = logging.getLogger("mlxd.engine.distributed.remote")
 
 NOT_DISTRIBUTED = "is not yet served by a model split across machines (--rpc)"
+SLOTS_WAIT_S = 0.5
 
 
 class GroupDown(Unavailable):
@@ -64,6 +65,7 @@ class RemoteWorker(ModelWorker):
         self._counter = _Counter()
         self.down_reason: str | None = "the group is forming"
         self._stopped = False
+        self._last_slots: list[dict[str, Any]] | None = None
         self.group: Any = None  # the Group serving this worker (group.py), closed when the worker stops
 
     # -- the group's side (group.py) ----------------------------------------------------------------------
@@ -180,11 +182,20 @@ class RemoteWorker(ModelWorker):
         self._send(("reasoning_end", handle.id_task))
 
     def slots(self, debug: bool = False) -> list[dict[str, Any]]:
+        """Rank 0's slots. The api reads them on its event loop, so the wait is short: a rank 0 that does not answer
+        in time (a group about to be found broken) gives the last answer it gave."""
         call: Future[Any] = Future()
         id_ = next(self._ids)
         self._calls[id_] = call
         self._send(("slots", id_, debug))
-        result: list[dict[str, Any]] = call.result(timeout=5.0)
+        try:
+            result: list[dict[str, Any]] = call.result(timeout=SLOTS_WAIT_S)
+        except TimeoutError:
+            self._calls.pop(id_, None)
+            if self._last_slots is None:
+                raise GroupDown("the distributed model's rank 0 did not answer") from None
+            return self._last_slots
+        self._last_slots = result
         return result
 
     @property
