@@ -135,8 +135,10 @@ def test_killed_peer_ends_streams_then_the_group_re_forms(start_server: Callable
     started: list[float] = []
     ended: list[float] = []
     lines: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    plain_body = {"prompt": "A long story", "n_predict": 100000, "temperature": 0}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
         streaming = pool.submit(_stream_until_error, front.base_url, started, ended, lines)
+        plain = pool.submit(httpx.post, f"{front.base_url}/completion", json=plain_body, timeout=60)
         deadline = time.monotonic() + 30
         while len(started) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -144,7 +146,9 @@ def test_killed_peer_ends_streams_then_the_group_re_forms(start_server: Callable
         peer.kill()
         killed = time.monotonic()
         streaming.result(timeout=10)
+        answer = plain.result(timeout=10)
     assert ended[0] - killed < 5.0
+    assert answer.status_code == 503 and peer.address in answer.json()["error"]["message"]  # b10621's envelope
     error = json.loads(lines[-1][len("data: "):])["error"]
     assert error["code"] == 503 and peer.address in error["message"]
     refused = httpx.post(f"{front.base_url}/completion", json={"prompt": "hi", "n_predict": 2}, timeout=10)
@@ -205,3 +209,31 @@ def test_what_does_not_run_distributed_is_refused(tiny_checkpoint: Path) -> None
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "spec-type" in done.stderr and "cache-type-k" in done.stderr and "--rpc" in done.stderr
+
+
+@pytest.mark.distributed_long
+def test_a_silent_peer_is_lost_within_seconds(start_server: Callable[..., RunningServer],
+                                              rpc_servers: Callable[..., RpcServer]) -> None:
+    """A peer that stops answering without closing anything (a cut cable, a frozen machine): no heartbeat for 3 s."""
+    peer = rpc_servers()
+    front = start_server("--rpc", peer.address, "--split-mode", "layer")
+    started: list[float] = []
+    ended: list[float] = []
+    lines: list[str] = []
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        streaming = pool.submit(_stream_until_error, front.base_url, started, ended, lines)
+        deadline = time.monotonic() + 30
+        while len(started) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.killpg(peer.process.pid, signal.SIGSTOP)
+        frozen = time.monotonic()
+        try:
+            streaming.result(timeout=15)
+        finally:
+            os.killpg(peer.process.pid, signal.SIGCONT)
+    assert ended[0] - frozen < 5.0 and "silent" in lines[-1]
+    back = time.monotonic()
+    while httpx.get(f"{front.base_url}/health", timeout=10).status_code != 200:
+        assert time.monotonic() - back < 30, front.log()
+        time.sleep(0.2)
+    assert len(_complete(front.base_url, "hello", 4)) == 4
