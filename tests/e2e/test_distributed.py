@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import synthetic_checkpoint
-from tests.e2e.admin_harness import admin, mlxd_admin, short_dir
+from tests.e2e.admin_harness import admin, short_dir
 from tests.e2e.conftest import BIN, RunningServer
 
 PROMPTS = [f"Tell me about item {i}: the" for i in range(8)]
@@ -157,8 +157,7 @@ def test_killed_peer_ends_streams_then_the_group_re_forms(start_server: Callable
     assert health.status_code == 503 and peer.address in health.json()["error"]["message"]
     status = admin(sock).get("/v1/status").json()
     assert peer.address in status["last_error"]["message"] and status["state"] == "serving"
-    shown = mlxd_admin(sock, "status")
-    assert shown.returncode == 0 and f"rank 1  {peer.address}" in shown.stdout, shown.stdout + shown.stderr
+    assert "ready" not in [m["state"] for m in status["peers"]]  # down, then lost or missing while it retries
     rpc_servers(port=peer.port)  # the machine comes back
     back = time.monotonic()
     while httpx.get(f"{front.base_url}/health", timeout=10).status_code != 200:

@@ -245,6 +245,7 @@ class Group:
         elif op == "rank":
             peer.state = str(message.get("state", peer.state))
             peer.shard = str(message.get("shard", peer.shard))
+            peer.memory_bytes = int(message.get("memory_bytes", peer.memory_bytes))
             if peer.state in ("failed", "broken"):
                 raise Lost(f"peer {peer.address} (rank {rank}): {message.get('error', peer.state)}")
         elif op == "rank_exited":

@@ -67,3 +67,21 @@ def test_a_group_is_configuration(resolve_in) -> None:  # noqa: F811
     assert spec is not None and spec.peers == ("10.0.0.2:50052", "10.0.0.3:50052")
     assert spec.split_mode == "layer" and spec.tensor_split == (2.0, 1.0, 1.0) and spec.backend == "jaccl"
     assert DistributedSpec.of(resolve_in(["-m", "/models/x", "--rpc", "10.0.0.2:1", "-sm", "none"]).config) is None
+
+
+def test_admin_status_renders_each_member_of_the_group() -> None:
+    import time
+
+    from mlxd.admin.client import render_status
+
+    peers = [{"model": "m", "address": "10.0.0.1:41231", "rank": 0, "shard": "layers 0..11", "state": "ready",
+              "memory_bytes": 3 * 2**20, "last_heartbeat": time.time()},
+             {"model": "m", "address": "10.0.0.2:50052", "rank": 1, "shard": "", "state": "missing",
+              "memory_bytes": 0, "last_heartbeat": None}]
+    text = render_status({"state": "serving", "generation": 1, "config_hash": "ab" * 32, "uptime": 3.0,
+                          "pending_restart": [], "last_error": {"trigger": "distributed", "time": 0.0,
+                                                                "message": "peer 10.0.0.2:50052 (rank 1) is missing"},
+                          "models": [{"name": "m", "state": "loaded", "error": None}], "peers": peers})
+    assert "distributed: peer 10.0.0.2:50052 (rank 1) is missing" in text
+    assert "rank 0  10.0.0.1:41231" in text and "layers 0..11" in text and "3.0 MiB" in text
+    assert "rank 1  10.0.0.2:50052" in text and "missing" in text and "heartbeat never" in text
