@@ -109,6 +109,17 @@ def test_greedy_output_equals_one_process(preset: str, passthrough: int, split: 
     assert f"{peers + 1} ranks, {split} split" in group.log()
     slots = httpx.get(f"{group.base_url}/slots", timeout=10).json()  # rank 0's slots, through the link
     assert len(slots) == 8 and sum(slot["n_ctx"] > 0 for slot in slots) == 8
+    if split == "row":  # random seeds (drawn once, on rank 0) and a grammar (compiled on every rank) keep the ranks
+        # in step: a rank that sampled or constrained otherwise would leave the group's collectives unmatched
+        sampled = {"prompt": "Once", "n_predict": 16, "temperature": 1.0, "seed": -1, "cache_prompt": False}
+        schema = {"prompt": "Answer:", "n_predict": 24, "temperature": 0,
+                  "json_schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            answers = list(pool.map(lambda body: httpx.post(f"{group.base_url}/completion", json=body, timeout=60),
+                                    [sampled] * 4 + [schema]))
+        assert [a.status_code for a in answers] == [200] * 5
+        assert answers[-1].json()["content"].lstrip().startswith("{")
+        assert httpx.get(f"{group.base_url}/health", timeout=10).status_code == 200
 
 
 def _stream_until_error(base_url: str, started: list[float], ended: list[float], lines: list[str]) -> None:
