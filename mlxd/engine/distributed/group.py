@@ -157,9 +157,13 @@ class Group:
                 reason = self._watch(inbox)
             except Lost as exc:
                 reason = str(exc)
-            except (EOFError, OSError, ValueError) as exc:  # a member went mid-sentence
+            except (EOFError, OSError, ValueError, KeyError) as exc:  # a member went mid-sentence
                 reason = f"the group could not form: {type(exc).__name__}: {exc}"
-            if self._stop.is_set():
+            except Exception as exc:  # a bug here must not end the supervision: the group would never return
+                log.exception("distributed group: unexpected failure")
+                reason = f"internal error: {type(exc).__name__}: {exc}"
+            if self._stop.is_set():  # closed meanwhile: end whatever this round started
+                self._teardown("the model was unloaded")
                 return
             self.last_error = reason
             log.error("distributed group lost: %s; re-forming", reason)
@@ -190,6 +194,8 @@ class Group:
         self.rank0.address, self.rank0.state = hosts[0], "loading"
         deadline = time.monotonic() + LOAD_S
         while not conn.poll(0.1):
+            if self._stop.is_set():
+                raise Lost("the model was unloaded while its group formed")
             self._drain(inbox)
             if self._process is not None and self._process.poll() is not None:
                 raise Lost(f"rank 0 ended while the group formed (exit {self._process.returncode})")
