@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
 
-from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
-from mlxd.engine.batching.counters import DecodeCounter
+from mlxd.engine import disk_cache_summary
+from mlxd.engine import DecodeCounter
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -47,7 +47,7 @@ LLAMACPP_FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 # The prompt cache's disk tier (--cache-disk), over every directory the process opened: (name, type, help, key of
-# engine.prompt_disk_tier.summary()).
+# engine.disk_cache_summary()).
 CACHE_DISK_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("mlxd_cache_disk_hits_total", "counter", "Prompts whose cached prefix was read from the disk tier", "hits"),
     ("mlxd_cache_disk_misses_total", "counter",
@@ -200,7 +200,7 @@ class ServerMetrics:
         if self.model_name:
             model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)
         yield model
-        disk = prompt_disk_tier.summary()
+        disk = disk_cache_summary()
         if disk is not None:
             for name, kind, doc, key in CACHE_DISK_FAMILIES:
                 family = Metric(name, doc, kind)

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
 from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, meta, visible
 from mlxd.daemon.router_events import PoolEvents
-from mlxd.engine.memory import release_freed_memory
+from mlxd.engine import release_freed_memory
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon.router")

@@ -14,7 +14,7 @@ from mlxd.errors import Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
