@@ -2,7 +2,7 @@
 
 ``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
 (``on_request(route)``) and each finished generation (``on_final(final_event)``), and have the worker that
-serves it followed (``follow(worker)``): its decode counters (engine.counters) are read at scrape time and kept
+serves it followed (``follow(worker)``): its decode counters (engine.batching.counters) are read at scrape time and kept
 when the worker goes (a reload, sleep), so the totals never go back. The load gauges are read from the worker at
 scrape time. The two
 throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here
@@ -124,7 +124,7 @@ class ServerMetrics:
                 self.draft_steps += t.draft_steps
 
     def follow(self, worker: Any) -> None:
-        """Count ``worker``'s forward passes (its ``decode_counter``, engine.counters) from now on; idempotent.
+        """Count ``worker``'s forward passes (its ``decode_counter``, engine.batching.counters) from now on; idempotent.
 
         A followed counter is read at each scrape. When its worker is freed (a reload, sleep), what it counted is
         folded into the totals, so they never go back; only the small counter is held here, never the worker.
