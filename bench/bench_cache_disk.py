@@ -17,7 +17,7 @@ and a context of the length plus 256 tokens
 Each figure is the wall time of a non-streamed ``/completion`` with ``n_predict`` 1 (the time to the first token and
 the response), the median over ``--repeat`` turns; the daemon's own ``timings`` (``prompt_ms``, ``cache_n``) go to the
 JSON. Also reported: the entry's size and the tier's read rate against the prompt rate, which is what the tier
-decides by (engine.prompt_disk_worth). Writes a JSON document and prints a markdown table. Not part of the test
+decides by (engine.batching.prompt_cache.disk_worth). Writes a JSON document and prints a markdown table. Not part of the test
 suite.
 """
 

@@ -5,7 +5,7 @@ auto``), with OpenBLAS loaded as the daemon loads it (``--cpu-blas auto``), take
 steps until both are idle, so that a shared machine's load falls on both alike (a figure is their time ratio,
 not two runs minutes apart). No worker thread, no HTTP; prompts count towards both alike.
 
-- ``compiled``: the decode step through ``mx.compile`` (engine.compiled) against the uncompiled forward pass,
+- ``compiled``: the decode step through ``mx.compile`` (engine.batching.compiled) against the uncompiled forward pass,
   greedy, at each ``--streams`` count, on ``CHECKPOINT`` (default: the synthetic ``tiny``);
 - ``never``: the passthrough target of bench_spec (``tiny`` with 30 do-nothing layers) without a draft and with a
   draft that never agrees (``tiny``, seed 1), 8 streams, ``--rounds`` rounds of requests after one warm-up round,
@@ -15,7 +15,7 @@ not two runs minutes apart). No worker thread, no HTTP; prompts count towards bo
 - ``arrivals``: one scheduler, rounds of ``--streams`` (its largest count) greedy requests of 16-token prompts that
   reach it all in one step, or a few in each step as they do over HTTP (8, 4, 1 a step), the arrival patterns taking
   turns round by round: milliseconds per round, the median of ``--rounds`` after an untimed one;
-- ``capacity``: the compiled step's KV capacity buckets (engine.step_caches ``capacity_for``: by 32 between 64 and
+- ``capacity``: the compiled step's KV capacity buckets (engine.batching.step_caches ``capacity_for``: by 32 between 64 and
   256 entries) against doubling ones below 256 (their rule until 2026-12-02), one scheduler per ``--streams``
   count, the two rules taking turns round by round on rounds of greedy requests of 16-token prompts: new over old
   time, the median of ``--rounds`` after an untimed round of each;
@@ -222,7 +222,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                               "command": " ".join(["python -m bench.bench_step", *argv]), "blas": BLAS.describe()}
-    # On a thread of its own, as a model worker: pinned with the stream it creates (engine.affinity).
+    # On a thread of its own, as a model worker: pinned with the stream it creates (engine.cpu.affinity).
     run_on_own_thread(measure, args, report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

@@ -12,8 +12,8 @@ from mlxd.api.middleware import read_key_file
 from mlxd.api.model_facts import ftype, n_embd
 from mlxd.api.offload import freeze_startup_objects, share_one_heap
 from mlxd.api.sleeping import sleeping_views
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
 
-__all__ = ["ServedModel", "ServingState", "api_prefix", "create_app", "freeze_startup_objects", "ftype", "gcp",
+__all__ = ["ServingState", "api_prefix", "create_app", "freeze_startup_objects", "ftype", "gcp",
            "json_error", "json_response", "load_summary", "n_embd", "read_key_file", "share_one_heap",
            "sleeping_views", "slots_by_model"]

@@ -15,12 +15,13 @@ from mlxd.api import constraints, media_parts, planning, reasoning
 from mlxd.api.planning import Plan, config_value
 from mlxd.api.prompts import encode
 from mlxd.api.render.message import AssistantMessage, MessageDiff, ToolCallOut
-from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.chat.errors import ChatTemplateError
-from mlxd.engine.chat.messages import content_parts_text
-from mlxd.engine.chat.prompt import ChatOptions, ChatPrompt, apply_chat_template
-from mlxd.engine.chat.output import ChatDelta, ChatOutputStream
-from mlxd.engine.chat.templates import ChatTemplate
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
+from mlxd.engine import ChatTemplateError
+from mlxd.engine import content_parts_text
+from mlxd.engine import ChatOptions, ChatPrompt, apply_chat_template
+from mlxd.engine import ChatDelta, ChatOutputStream
+from mlxd.engine import ChatTemplate
 from mlxd.errors import InvalidRequest, NotSupported
 
 

@@ -12,15 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from mlxd.api.planning import Plan, config_value
-from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.chat import tool_call_format
-from mlxd.engine.constrain import (
-    ConstraintSpec,
-    ServerConstraint,
-    chat_constraint,
-    request_constraint,
-    server_constraint,
-)
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
+from mlxd.engine import tool_call_format
+from mlxd.engine import ConstraintSpec, ServerConstraint, chat_constraint, request_constraint, server_constraint
 
 # Fields that can make a request constrained; without any of them (and no server default) nothing is compiled.
 _FIELDS = ("json_schema", "grammar", "grammar_lazy", "grammar_triggers", "preserved_tokens", "response_format")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sanic import Request
 
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 from mlxd.errors import Unavailable
 
 

@@ -20,7 +20,7 @@ NOT_ENABLED = "reasoning control not enabled for this completion"
 
 @dataclass
 class _Running:
-    worker: Any  # the engine.worker.ModelWorker serving the jobs
+    worker: Any  # the engine.batching.worker.ModelWorker serving the jobs
     jobs: Sequence[Any]  # mlxd.api.generation.Job
 
     @property

@@ -17,7 +17,7 @@ from sanic.handlers import ErrorHandler
 
 from mlxd import json_out
 from mlxd.api.body import validation_message
-from mlxd.engine.chat.errors import ChatTemplateError
+from mlxd.engine import ChatTemplateError
 from mlxd.errors import EngineError, MlxdError, RequestError
 
 log = logging.getLogger("mlxd.api")

@@ -13,8 +13,8 @@ from typing import Any
 
 from mlxd.api import request_log
 from mlxd.api.planning import Plan, engine_request
-from mlxd.api.state import ServedModel
-from mlxd.engine.types import ErrorEvent, FinalEvent, ProgressEvent, Timings, TokenEvent
+from mlxd.engine import ServedModel
+from mlxd.engine import ErrorEvent, FinalEvent, ProgressEvent, Timings, TokenEvent
 from mlxd.errors import InvalidRequest, RequestError
 
 

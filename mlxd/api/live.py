@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from mlxd.api.model_facts import slot_entries
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 
 
 def loaded_models(state: ServingState) -> list[ServedModel]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from mlxd.api import media, media_budget
 from mlxd.api.media import MARKER, Source
-from mlxd.engine.vlm.detect import TEXT_ONLY, Modalities
+from mlxd.engine import TEXT_ONLY, Modalities
 from mlxd.errors import InvalidRequest, NoModalityTower
 
 IMAGE_REFUSAL = "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
@@ -123,7 +123,7 @@ def _read_all(sources: list[Source], media_path: str | None, modalities: Modalit
 
 
 def _decode_all(read: list[tuple[str, bytes, int]], rate: int) -> list[Any]:
-    from mlxd.engine.vlm.inputs import Medium
+    from mlxd.engine import Medium
 
     out = []
     for kind, data, _ in read:

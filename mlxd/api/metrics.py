@@ -2,7 +2,7 @@
 
 ``ServerMetrics`` owns a prometheus-client registry. The generation routes report each request
 (``on_request(route)``) and each finished generation (``on_final(final_event)``), and have the worker that
-serves it followed (``follow(worker)``): its decode counters (engine.counters) are read at scrape time and kept
+serves it followed (``follow(worker)``): its decode counters (engine.batching.counters) are read at scrape time and kept
 when the worker goes (a reload, sleep), so the totals never go back. The load gauges are read from the worker at
 scrape time. The two
 throughput gauges average over the window since the previous scrape, as b10621's do. The text is written here
@@ -19,8 +19,8 @@ from typing import Any, Iterator
 
 from prometheus_client.core import CollectorRegistry, Metric
 
-from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
-from mlxd.engine.batching.counters import DecodeCounter
+from mlxd.engine import disk_cache_summary
+from mlxd.engine import DecodeCounter
 
 CONTENT_TYPE = "text/plain; version=0.0.4"
 
@@ -47,7 +47,7 @@ LLAMACPP_FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 # The prompt cache's disk tier (--cache-disk), over every directory the process opened: (name, type, help, key of
-# engine.prompt_disk_tier.summary()).
+# engine.disk_cache_summary()).
 CACHE_DISK_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("mlxd_cache_disk_hits_total", "counter", "Prompts whose cached prefix was read from the disk tier", "hits"),
     ("mlxd_cache_disk_misses_total", "counter",
@@ -124,7 +124,7 @@ class ServerMetrics:
                 self.draft_steps += t.draft_steps
 
     def follow(self, worker: Any) -> None:
-        """Count ``worker``'s forward passes (its ``decode_counter``, engine.counters) from now on; idempotent.
+        """Count ``worker``'s forward passes (its ``decode_counter``, engine.batching.counters) from now on; idempotent.
 
         A followed counter is read at each scrape. When its worker is freed (a reload, sleep), what it counted is
         folded into the totals, so they never go back; only the small counter is held here, never the worker.
@@ -200,7 +200,7 @@ class ServerMetrics:
         if self.model_name:
             model.add_sample("mlxd_model_info", {"model": self.model_name}, 1.0)
         yield model
-        disk = prompt_disk_tier.summary()
+        disk = disk_cache_summary()
         if disk is not None:
             for name, kind, doc, key in CACHE_DISK_FAMILIES:
                 family = Metric(name, doc, kind)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
-from mlxd.api.state import ServedModel
+from mlxd.engine import ServedModel
 
 # b10621 prints the slot's prompt and generated text on /slots only when this variable is set.
 SLOTS_DEBUG_ENV = "LLAMA_SERVER_SLOTS_DEBUG"

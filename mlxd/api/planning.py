@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlxd.api.reasoning import native_spec
-from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.types import GenerationRequest
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
+from mlxd.engine import GenerationRequest
 from mlxd.errors import InvalidRequest
 from mlxd.schemas.completion import NativeOptions, ServerDefaults, read_native_options
 from mlxd.schemas.fields import json_type_name, present
@@ -62,7 +63,7 @@ def read_stop(body: Mapping[str, Any], state: ServingState) -> list[str]:
 def read_sampling(body: Mapping[str, Any], model: ServedModel) -> Any:
     """The request's sampling parameters over the model's defaults, refusals (``InvalidRequest``) in b10621's
     wording."""
-    from mlxd.engine.sampling import apply_request
+    from mlxd.engine import apply_request
 
     return apply_request(body, model.sampling_defaults, sampling_vocab(model))
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mlxd.api.state import ServedModel, ServingState
-from mlxd.engine.chat.prompt import ChatPrompt
-from mlxd.engine.chat.reasoning import THINK_CLOSE, THINK_OPEN
-from mlxd.engine.types import ReasoningSpec
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
+from mlxd.engine import ChatPrompt
+from mlxd.engine import THINK_CLOSE, THINK_OPEN
+from mlxd.engine import ReasoningSpec
 from mlxd.schemas.completion import ReasoningFields
 from mlxd.schemas.fields import INT32_MAX, read_int
 

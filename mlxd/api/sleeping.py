@@ -7,7 +7,8 @@ from typing import Any
 
 from mlxd.api.routes.models import models_body
 from mlxd.api.routes.props import props_body
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 
 
 def sleeping_views(state: ServingState, model: ServedModel) -> dict[str, dict[str, Any]]:

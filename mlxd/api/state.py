@@ -18,25 +18,7 @@ if TYPE_CHECKING:
 
     from mlxd.config import Config, ModelResolved
     from mlxd.config.change import ChangeResult
-    from mlxd.engine.chat import ChatTemplate
-    from mlxd.engine.loading.loader import LoadedModel
-    from mlxd.engine.sampling import SamplingParams
-    from mlxd.engine.batching.worker import ModelWorker
-
-
-@dataclass
-class ServedModel:
-    """One loaded model as the routes see it."""
-
-    name: str  # the id clients send as "model" and see in /v1/models (first alias in sorted order, else the path)
-    aliases: list[str]
-    loaded: "LoadedModel"
-    worker: "ModelWorker"
-    chat_template: "ChatTemplate | None"
-    sampling_defaults: "SamplingParams"
-    loaded_at: float = field(default_factory=time.time)
-    # Router mode: the model's own configuration (preset, models-dir, store); None when the server's applies.
-    config: "Config | None" = None
+    from mlxd.engine import ServedModel
 
 
 class ServingOwner(Protocol):
@@ -110,7 +92,7 @@ class ServingState:
     """Everything a public route may read. ``model`` is None until the default model is loaded (routes answer 503)."""
 
     config: "Config"
-    model: ServedModel | None = None
+    model: "ServedModel | None" = None
     started_at: float = field(default_factory=time.time)
     # Set by the daemon: an object with the prometheus registry and mlxd's counters (see mlxd.api.metrics).
     metrics: Any = None

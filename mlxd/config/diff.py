@@ -63,7 +63,7 @@ def config_changes(old: Config, new: Config) -> list[Change]:
     """The options whose values differ between two Configs, with each option's effects."""
     out = []
     for spec in table():
-        before, after = getattr(old, spec.field), getattr(new, spec.field)
+        before, after = old.value(spec.field), new.value(spec.field)
         if before != after:
             out.append(Change(spec.name, before, after, spec.live, spec.effects))
     return out

@@ -11,6 +11,11 @@ class Config(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
 
+    def value(self, field: str) -> object:
+        """One option's value by its field name: for what walks the option table (diff, render, explain), where
+        code that reads one option names its attribute."""
+        return getattr(self, field)
+
     usage: bool = False
     version: bool = False
     cache_list: bool = False

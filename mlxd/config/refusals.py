@@ -83,7 +83,7 @@ RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     # -1 is "the model's own", which mlx-lm's YaRN fixes at 1.0.
     "yarn-ext-factor": lambda spec, value: value not in (-1.0, 1.0),
     "yarn-attn-factor": lambda spec, value: value not in (-1.0, 1.0),
-    # b10621's cache types that MLX can store (engine.kv_types); iq4_nl's codebook has no MLX counterpart.
+    # b10621's cache types that MLX can store (engine.loading.kv_types); iq4_nl's codebook has no MLX counterpart.
     "kv-type": lambda spec, value: value == "iq4_nl",
     # The chat page's static directory and default settings (mlxd.web), checked before they are served.
     "path": lambda spec, value: bool(value) and not Path(value).is_dir(),

@@ -24,7 +24,7 @@ def shown(spec: OptionSpec, value: Any) -> Any:
 
 
 def _options(config: Config, provenance: dict[str, str]) -> dict[str, dict[str, Any]]:
-    return {spec.name: {"value": shown(spec, getattr(config, spec.field)), "source": provenance[spec.name]}
+    return {spec.name: {"value": shown(spec, config.value(spec.field)), "source": provenance[spec.name]}
             for spec in table()}
 
 
@@ -49,14 +49,14 @@ def explain_text(resolved: ResolvedConfig) -> str:
     lines = [f"# config hash {resolved.config_hash}", f"# mode: {'router' if resolved.is_router else 'single model'}"]
     specs = sorted(table(), key=lambda s: is_default(resolved.provenance[s.name]))
     for spec in specs:
-        value = shown(spec, getattr(resolved.config, spec.field))
+        value = shown(spec, resolved.config.value(spec.field))
         lines.append(f"{spec.name} = {_text_value(value)}  ({resolved.provenance[spec.name]})")
     for name, model in resolved.models.items():
         lines.append(f"\n[model {name}] ({model.source})")
         for spec in table():
             if model.provenance[spec.name] != resolved.provenance[spec.name] or (
-                    getattr(model.config, spec.field) != getattr(resolved.config, spec.field)):
-                value = shown(spec, getattr(model.config, spec.field))
+                    model.config.value(spec.field) != resolved.config.value(spec.field)):
+                value = shown(spec, model.config.value(spec.field))
                 lines.append(f"{spec.name} = {_text_value(value)}  ({model.provenance[spec.name]})")
     return "\n".join(lines) + "\n"
 
@@ -74,8 +74,8 @@ def toml_values(config: Config, *, only: set[str] | None = None, all_values: boo
     for spec in table():
         if spec.name == "config" or (only is not None and spec.name not in only):
             continue
-        value = getattr(config, spec.field)
-        reference = getattr(base, spec.field) if base is not None else spec.default
+        value = config.value(spec.field)
+        reference = base.value(spec.field) if base is not None else spec.default
         if provenance is not None and spec.name in DEPENDENT_DEFAULTS and not all_values and only is None:
             if not is_default(provenance[spec.name]) and value is not None:
                 out[spec.name] = value

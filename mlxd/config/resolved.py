@@ -65,7 +65,7 @@ class ResolvedConfig:
 
     def value(self, name: str) -> Any:
         """The value of option ``name`` (any canonical name)."""
-        return getattr(self.config, table().get(name).field)
+        return self.config.value(table().get(name).field)
 
     def settings(self) -> dict[str, Setting]:
         return {name: Setting(self.value(name), source) for name, source in self.provenance.items()}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.daemon.pool_change import PoolChange
     from mlxd.daemon.router import ModelPool
 

@@ -30,7 +30,8 @@ from mlxd.errors import AdminError, EngineError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel, ServingState
+    from mlxd.api import ServingState
+    from mlxd.engine import ServedModel
     from mlxd.daemon.pool_change import PoolChange, PoolStep
     from mlxd.daemon.router import ModelPool
 

@@ -18,7 +18,7 @@ def resolve_serving(argv: list[str], env: Mapping[str, str]) -> ResolvedConfig:
     resolved = resolve(argv, env)
     if not resolved.is_router:
         return resolved
-    from mlxd.engine.loading.hub import cached_models
+    from mlxd.engine import cached_models
 
     store = cached_models(resolved.config.model_store_root)
     return resolve(argv, env, store_models=store) if store else resolved

@@ -51,7 +51,7 @@ def _completion() -> str:
 
 def _list_devices() -> str:
     """b10621's device list, one line per device MLX can run on (the default one first)."""
-    from mlxd.engine.loading.devices import MIB, available_devices
+    from mlxd.engine import MIB, available_devices
 
     lines = ["Available devices:"]
     lines += [f"  {d.name}: {d.description} ({d.total // MIB} MiB, {d.free // MIB} MiB free)"
@@ -62,7 +62,7 @@ def _list_devices() -> str:
 def _cache_list(argv: list[str]) -> int:
     """b10621's cache listing: the model store's MLX checkpoints (``--model-store-root``, else the hub cache)."""
     from mlxd.config import resolve
-    from mlxd.engine.loading.hub import cached_models
+    from mlxd.engine import cached_models
 
     store_root = resolve(argv, dict(os.environ)).config.model_store_root  # a bad command line is reported as such
     models = sorted(cached_models(store_root))

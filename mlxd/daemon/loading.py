@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 from mlxd.errors import EngineError, MlxdError
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
-    from mlxd.engine.chat import ChatTemplate
-    from mlxd.engine.loading.loader import LoadedModel
-    from mlxd.engine.spec import ModelSource, ModelSpec, TemplateSpec
+    from mlxd.engine import ChatTemplate
+    from mlxd.engine import LoadedModel
+    from mlxd.engine import ModelSource, ModelSpec, TemplateSpec
 
 log = logging.getLogger("mlxd.daemon.loading")
 
@@ -23,7 +23,7 @@ def load_served_model(resolved: "ResolvedConfig") -> "ServedModel | None":
     """Load the configured model and start its worker; None in router mode (the pool loads router models)."""
     if resolved.is_router:
         return None
-    from mlxd.engine.spec import ModelSpec
+    from mlxd.engine import ModelSpec
 
     explicit = {name for name in resolved.provenance if resolved.explicit(name)}
     return _serve_on_own_thread(ModelSpec.of(resolved.config, explicit))
@@ -34,7 +34,7 @@ def load_router_model(model: "ModelResolved") -> "ServedModel":
 
     It is served under its canonical name; its aliases only route requests to it.
     """
-    from mlxd.engine.spec import ModelSpec
+    from mlxd.engine import ModelSpec
 
     explicit = {name for name in model.provenance if model.explicit(name)}
     spec = ModelSpec.of(model.config, explicit, name=model.name)
@@ -45,20 +45,20 @@ def load_router_model(model: "ModelResolved") -> "ServedModel":
 
 def _serve_on_own_thread(spec: "ModelSpec") -> "ServedModel":
     """``_serve`` on a thread of its own: loading is MLX work, which a pooled thread must not do (engine.threads)."""
-    from mlxd.engine.threads import run_on_own_thread
+    from mlxd.engine import run_on_own_thread
 
     return run_on_own_thread(lambda: _serve(spec), name="mlxd-load")
 
 
 def _serve(spec: "ModelSpec") -> "ServedModel":
     """Load the checkpoint ``spec`` names, with its template, sampling defaults and a started worker."""
-    from mlxd.api import ServedModel
-    from mlxd.engine.embed import check_embedding_options
-    from mlxd.engine.loading.loader import load_model
-    from mlxd.engine.loading.lora import attach_adapters, check_adapters
-    from mlxd.engine.loading.rope import model_overrides
-    from mlxd.engine.vlm import modalities
-    from mlxd.engine.vlm.worker import make_worker
+    from mlxd.engine import ServedModel
+    from mlxd.engine import check_embedding_options
+    from mlxd.engine import load_model
+    from mlxd.engine import attach_adapters, check_adapters
+    from mlxd.engine import model_overrides
+    from mlxd.engine import modalities
+    from mlxd.engine import make_multimodal_worker
 
     adapters = check_adapters(spec.adapters)
     path = spec.source.resolve()
@@ -71,7 +71,7 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     label = spec.name if spec.name and spec.name != str(path) else path.name
     log.info("loading model %s from %s: %s, %s", label, path, _weights_summary(path), where)
     if modalities(path).multimodal and spec.media:  # images/audio through mlx-vlm; --no-mmproj: text only
-        from mlxd.engine.vlm.load import load_multimodal
+        from mlxd.engine import load_multimodal
 
         loaded = load_multimodal(path, image_min_tokens=spec.image_min_tokens,
                                  image_max_tokens=spec.image_max_tokens)
@@ -82,7 +82,7 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     try:
         template = load_template(loaded, spec.template)
         draft = _load_draft(spec.draft) if spec.draft is not None else None
-        worker = make_worker(loaded, spec.worker, lora=attach_adapters(loaded.model, adapters), draft=draft)
+        worker = make_multimodal_worker(loaded, spec.worker, lora=attach_adapters(loaded.model, adapters), draft=draft)
     except MlxdError:
         raise
     except Exception as exc:  # a third-party failure while preparing the model: one clear error
@@ -95,8 +95,7 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
 def _serve_distributed(spec: "ModelSpec", path: Path) -> "ServedModel":
     """The model split across machines (--rpc): served by a group of rank processes that the front end
     supervises (engine.distributed); this process reads the checkpoint's facts and tokenizer, not its weights."""
-    from mlxd.api import ServedModel
-    from mlxd.engine.distributed.serve import serve_group
+    from mlxd.engine import ServedModel, serve_group
 
     assert spec.distributed is not None
     log.info("model %s across %d machine(s) (--rpc %s, --split-mode %s)", path.name, len(spec.distributed.peers) + 1,
@@ -114,7 +113,7 @@ def _weights_summary(path: Path) -> str:
 
 
 def _load_draft(source: "ModelSource") -> "LoadedModel":
-    from mlxd.engine.loading.loader import load_model
+    from mlxd.engine import load_model
 
     path = source.resolve()
     source.place(path, what="draft")
@@ -123,7 +122,7 @@ def _load_draft(source: "ModelSource") -> "LoadedModel":
 
 def load_template(loaded: "LoadedModel", spec: "TemplateSpec") -> "ChatTemplate":
     """The chat template of a loaded model as ``spec`` asks for it (at load, and on a live ``template`` change)."""
-    from mlxd.engine.chat import load_chat_template
+    from mlxd.engine import load_chat_template
 
     tokenizer = loaded.tokenizer
     return load_chat_template(loaded.path, chat_template=spec.chat_template,

@@ -20,7 +20,8 @@ from mlxd.errors import MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel, ServingState
+    from mlxd.api import ServingState
+    from mlxd.engine import ServedModel
 
 log = logging.getLogger("mlxd.daemon.reconcile")
 

@@ -71,9 +71,9 @@ def _sourced(problem: ConfigProblem, resolved: ResolvedConfig) -> ConfigProblem:
 
 
 def _blas(cfg: Config) -> None:
-    from mlxd.engine.cpu.blas import check
+    from mlxd.engine import check_blas
 
-    check(cfg.cpu_blas)
+    check_blas(cfg.cpu_blas)
 
 
 def _log_file(path: str) -> None:
@@ -108,14 +108,14 @@ def _tls(cfg: Config) -> None:
 def _chat_template(cfg: Config) -> None:
     """The template name or text (or file) resolved as the model's load resolves it; the checkpoint's own
     template is only read when the model loads."""
-    from mlxd.engine.chat import load_chat_template
+    from mlxd.engine import load_chat_template
 
     load_chat_template(None, chat_template=cfg.chat_template, chat_template_file=cfg.chat_template_file,
                        jinja=cfg.jinja)
 
 
 def _lora(cfg: Config) -> None:
-    from mlxd.engine.loading.lora import adapter_specs, check_adapters
+    from mlxd.engine import adapter_specs, check_adapters
 
     check_adapters(adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply))
 
@@ -123,9 +123,9 @@ def _lora(cfg: Config) -> None:
 def _model(cfg: Config) -> None:
     """The model argument as loading resolves it, short of a download; a checkpoint on this machine also has its
     embedding and RoPE options checked against its config.json."""
-    from mlxd.engine.embed import check_embedding_options
-    from mlxd.engine.loading.loader import locate_model_source
-    from mlxd.engine.loading.rope import RopeOptions, model_overrides
+    from mlxd.engine import check_embedding_options
+    from mlxd.engine import locate_model_source
+    from mlxd.engine import RopeOptions, model_overrides
 
     source = locate_model_source(cfg.model, cfg.hf_repo, offline=cfg.offline,
                                  store_root=cfg.model_store_root or None)

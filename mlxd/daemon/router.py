@@ -24,14 +24,14 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
-from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, meta, visible
+from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, RoomSignal, meta, visible
 from mlxd.daemon.router_events import PoolEvents
-from mlxd.engine.memory import release_freed_memory
+from mlxd.engine import release_freed_memory
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 log = logging.getLogger("mlxd.daemon.router")
@@ -67,7 +67,7 @@ class ModelPool:
         self._idle_task: asyncio.Task[None] | None = None
         self._steps: list[PoolStep] = []  # what the changes executed since the owner last took them did
         self._closed = False  # the daemon is stopping: nothing new is loaded
-        self._changed: asyncio.Future[None] | None = None  # resolved when a model's state or leases change
+        self._room = RoomSignal()
 
     # -- names ------------------------------------------------------------------------------------------------
     def entries(self) -> list[Entry]:
@@ -110,7 +110,7 @@ class ModelPool:
         if entry is not None and entry.served is served and entry.leases > 0:  # not a late release of an old load
             entry.leases -= 1
             entry.last_active = time.monotonic()
-            self._notify()
+            self._room.notify()
 
     # -- changes, executed by the owner under its lock ---------------------------------------------------------
     async def execute(self, change: PoolChange) -> None:
@@ -128,7 +128,7 @@ class ModelPool:
             self._settle(entry)
         elif change.kind == "idle":
             idle = int(entry.spec.config.sleep_idle_seconds)
-            if idle > 0 and self._idle(entry, idle):
+            if idle > 0 and entry.idle_for(idle):
                 await self._stop(entry, f"idle for {idle} s", trigger=change.trigger)
 
     def take_steps(self) -> list[PoolStep]:
@@ -225,7 +225,7 @@ class ModelPool:
                 await self._stop(entry, "reload")
             if spec is None:
                 del self._entries[name]
-                self._publish(name, "model_remove", {})
+                self.events.publish(name, "model_remove", {})
             else:
                 entry.spec, entry.error = spec, None
                 if entry.state == "failed":
@@ -233,7 +233,7 @@ class ModelPool:
         for name, spec in models.items():
             if name not in self._entries:
                 self._entries[name] = Entry(spec)
-        self._publish("", "models_reload", {})
+        self.events.publish("", "models_reload", {})
 
     # -- events (GET /models/sse) -----------------------------------------------------------------------------
     def subscribe(self) -> "asyncio.Queue[dict[str, Any] | None]":
@@ -247,32 +247,12 @@ class ModelPool:
         """Close every event stream, so that a drain does not wait on readers that never finish."""
         self.events.end_streams()
 
-    def _publish(self, model: str, event: str, data: dict[str, Any]) -> None:
-        self.events.publish(model, event, data)
-
     # -- internals --------------------------------------------------------------------------------------------
     def _set(self, entry: Entry, state: ModelStateName, error: str | None = None) -> None:
         entry.state, entry.error = state, error
-        self._notify()
+        self._room.notify()
         if self.owner is not None:
             self.owner.model_state(entry.name, state, error)
-
-    def _notify(self) -> None:
-        """Wake the requests waiting for room under --models-max (something they wait on may have changed)."""
-        changed, self._changed = self._changed, None
-        if changed is not None and not changed.done():
-            changed.set_result(None)
-
-    async def _wait_for_room(self, deadline: float, refused: ModelLimit) -> None:
-        """Wait until the pool changes (a load finishes, a model drains, a request lets one go), at most until
-        ``deadline``; past it, ``refused`` is raised (503 with Retry-After). A worker finishing its last request
-        does not notify, so the wait also looks again every 100 ms."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise refused
-        if self._changed is None:
-            self._changed = asyncio.get_running_loop().create_future()
-        await asyncio.wait([self._changed], timeout=min(remaining, 0.1))
 
     async def _ensure_loaded(self, entry: Entry) -> "ServedModel":
         deadline: float | None = None
@@ -299,7 +279,7 @@ class ModelPool:
                         deadline = time.monotonic() + self.wait_timeout
                         log.info("model name=%s waits for room under --models-max %d", entry.name,
                                  self.models_max)
-                    await self._wait_for_room(deadline, exc)
+                    await self._room.wait(deadline, exc)
                 continue
             try:
                 await asyncio.shield(task)
@@ -313,9 +293,7 @@ class ModelPool:
             raise Unavailable(f"model name={entry.name} is not loaded and the server is stopping")
         self._set(entry, "loading")
         entry.trigger = trigger
-        self._publish(entry.name, "model_status", {"status": "loading"})
-        progress = {"stages": ["text_model"], "current": "text_model"}
-        self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 0.0}})
+        self.events.loading(entry)
         loop = asyncio.get_running_loop()
         entry.started = time.monotonic()
         thread = loop.create_task(asyncio.to_thread(self.load_one, entry.spec))
@@ -349,7 +327,7 @@ class ModelPool:
         if error is not None:
             log.error("model name=%s failed to load: %s", entry.name, error)
             self._set(entry, "failed", str(error))
-            self._publish(entry.name, "status_change", {"status": "unloaded", "failed": True})
+            self.events.failed(entry)
             self._steps.append(PoolStep(entry.trigger, entry.name, "failed", str(error)))
             return
         served = thread.result()  # installed even when the pool is closing: close() then stops it with the rest
@@ -358,11 +336,9 @@ class ModelPool:
         self._set(entry, "loaded")
         self._steps.append(PoolStep(entry.trigger, entry.name, "loaded"))
         log.info("model name=%s loaded in %.2f s", entry.name, time.monotonic() - entry.started)
-        progress = {"stages": ["text_model"], "current": "text_model"}
-        self._publish(entry.name, "status_change", {"status": "loading", "progress": {**progress, "value": 1.0}})
-        self._publish(entry.name, "status_change", {"status": "loaded", "info": {
+        self.events.loaded(entry, {
             "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
-            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)}})
+            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)})
 
     async def _make_room(self, incoming: Entry, *, idle_only: bool = False) -> None:
         """Evict least recently used models until ``incoming`` fits under --models-max (called under the owner's
@@ -376,7 +352,7 @@ class ModelPool:
             if len(running) < self.models_max:
                 return
             loaded = [e for e in running if e.state == "loaded"]
-            idle = [e for e in loaded if self._idle_now(e)]
+            idle = [e for e in loaded if e.idle_now()]
             victims = idle if idle or idle_only else loaded
             if not victims:
                 raise ModelLimit("model limit reached, try again later")
@@ -408,23 +384,11 @@ class ModelPool:
             entry.leases = 0
             self._set(entry, "unloaded")
             self._steps.append(PoolStep(trigger or why, entry.name, "unloaded"))
-            self._publish(entry.name, "status_change", {"status": "unloaded"})
+            self.events.unloaded(entry)
             log.info("model name=%s unloaded (%s)", entry.name, why)
             del served
             # The freed model's pages go back to the system (mlxd.engine.memory), off the loop and the lock.
             loop.run_in_executor(None, release_freed_memory)
-
-    @staticmethod
-    def _idle_now(entry: Entry) -> bool:
-        """No request holds the model or waits for it, and its worker has nothing in flight: evicting it cuts
-        nothing (a model that just loaded for waiting requests is theirs first, or churn evicts it unused)."""
-        return (entry.state == "loaded" and entry.served is not None and entry.leases == 0 and entry.waiters == 0
-                and entry.served.worker.n_in_flight == 0)
-
-    @staticmethod
-    def _idle(entry: Entry, idle: int) -> bool:
-        return (entry.state == "loaded" and entry.served is not None and entry.leases == 0
-                and entry.served.worker.n_in_flight == 0 and time.monotonic() - entry.last_active >= idle)
 
     async def _watch_idle(self) -> None:
         """Unload a loaded model idle for its sleep-idle-seconds (-1 disables; per model, so a preset sets it):
@@ -433,7 +397,7 @@ class ModelPool:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
             for entry in list(self._entries.values()):
                 idle = int(entry.spec.config.sleep_idle_seconds)
-                if idle > 0 and self._idle(entry, idle):
+                if idle > 0 and entry.idle_for(idle):
                     try:
                         await self._change(PoolChange("idle", entry.name, "router:idle"))
                     except MlxdError as exc:  # the watch goes on; the owner recorded what failed

@@ -14,7 +14,7 @@ from mlxd.errors import Unavailable
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import ModelResolved, ResolvedConfig
 
 DEFAULT_STOP_TIMEOUT = 10  # seconds a stopping model's requests may take (preset key stop-timeout, rule 2.8)
@@ -60,6 +60,39 @@ class Entry:
     def running(self) -> bool:
         """b10621's "running": loading or loaded."""
         return self.state in ("loading", "loaded")
+
+    def idle_now(self) -> bool:
+        """No request holds the model or waits for it, and its worker has nothing in flight: evicting it cuts
+        nothing (a model that just loaded for waiting requests is theirs first, or churn evicts it unused)."""
+        return self.waiters == 0 and self.idle_for(0.0)
+
+    def idle_for(self, seconds: float) -> bool:
+        """Loaded, unheld, nothing in flight, and no request for ``seconds``."""
+        return (self.state == "loaded" and self.served is not None and self.leases == 0
+                and self.served.worker.n_in_flight == 0 and time.monotonic() - self.last_active >= seconds)
+
+
+class RoomSignal:
+    """Requests waiting for room under --models-max, woken when the pool changes (a load finishes, a model drains, a
+    request lets one go)."""
+
+    def __init__(self) -> None:
+        self._changed: asyncio.Future[None] | None = None
+
+    def notify(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None and not changed.done():
+            changed.set_result(None)
+
+    async def wait(self, deadline: float, refused: ModelLimit) -> None:
+        """Wait for a change, at most until ``deadline``; past it, ``refused`` is raised (503 with Retry-After). A
+        worker finishing its last request does not notify, so the wait also looks again every 100 ms."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise refused
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        await asyncio.wait([self._changed], timeout=min(remaining, 0.1))
 
 
 def visible(resolved: "ResolvedConfig") -> dict[str, "ModelResolved"]:

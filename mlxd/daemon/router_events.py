@@ -4,7 +4,12 @@ dropped rather than the router held up."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlxd.daemon.router_entry import Entry
+
+_PROGRESS = {"stages": ["text_model"], "current": "text_model"}
 
 
 class PoolEvents:
@@ -39,3 +44,18 @@ class PoolEvents:
                 queue.put_nowait(message)
             except asyncio.QueueFull:  # a reader that stopped reading loses events, not the router
                 self._subscribers.discard(queue)
+
+    # b10621's status messages of one model's life, as its router sends them.
+    def loading(self, entry: "Entry") -> None:
+        self.publish(entry.name, "model_status", {"status": "loading"})
+        self.publish(entry.name, "status_change", {"status": "loading", "progress": {**_PROGRESS, "value": 0.0}})
+
+    def loaded(self, entry: "Entry", info: dict[str, Any]) -> None:
+        self.publish(entry.name, "status_change", {"status": "loading", "progress": {**_PROGRESS, "value": 1.0}})
+        self.publish(entry.name, "status_change", {"status": "loaded", "info": info})
+
+    def failed(self, entry: "Entry") -> None:
+        self.publish(entry.name, "status_change", {"status": "unloaded", "failed": True})
+
+    def unloaded(self, entry: "Entry") -> None:
+        self.publish(entry.name, "status_change", {"status": "unloaded"})

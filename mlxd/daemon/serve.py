@@ -13,7 +13,7 @@ from mlxd.errors import ConfigError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.config import Config
-    from mlxd.engine.cpu.blas import BlasMode, BlasReport
+    from mlxd.engine import BlasMode, BlasReport
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -80,9 +80,9 @@ def main(argv: list[str]) -> int:
     def setup(cfg: Config) -> None:
         configure_logging(log_settings(cfg))
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
-        from mlxd.engine.cpu.blas import preload
+        from mlxd.engine import preload_blas
 
-        chosen.append(preload(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads))
+        chosen.append(preload_blas(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads))
 
     try:
         resolved = resolve_serving(argv, env)

@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel
+    from mlxd.engine import ServedModel
     from mlxd.config import Config, ResolvedConfig
 
 
@@ -19,7 +19,7 @@ def model_label(cfg: "Config") -> str | None:
 
 def adapter_set(cfg: "Config") -> list[tuple[str, float]]:
     """The adapters a configuration loads, in id order, with their server-wide scales."""
-    from mlxd.engine.loading.lora import adapter_specs
+    from mlxd.engine import adapter_specs
 
     return [(s.path, s.scale) for s in adapter_specs(cfg.lora, cfg.lora_scaled, cfg.lora_init_without_apply)]
 
@@ -48,8 +48,8 @@ def lora_overrides(cfg: "Config", scales: Mapping[int, float]) -> dict[str, Any]
 def refresh(current: "ServedModel", desired: "ResolvedConfig", template_changed: bool) -> "ServedModel":
     """The same worker with new sampling defaults (and template): no reload, no drain."""
     from mlxd.daemon.loading import load_template
-    from mlxd.engine.sampling.defaults import sampling_defaults
-    from mlxd.engine.spec import TemplateSpec
+    from mlxd.engine import sampling_defaults
+    from mlxd.engine import TemplateSpec
 
     cfg = desired.config
     explicit = {name for name in desired.provenance if desired.explicit(name)}

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from mlxd.daemon.controller import Controller
     from mlxd.daemon.router import ModelPool
     from mlxd.daemon.sleep import Sleeper
-    from mlxd.api import ServedModel, ServingState
+    from mlxd.api import ServingState
+    from mlxd.engine import ServedModel
     from mlxd.config import Config, ResolvedConfig
     from mlxd.web import ConversationStore
 
@@ -99,9 +100,9 @@ class Daemon:
 
     def cache_disk_summary(self) -> dict[str, Any] | None:
         """The prompt cache's disk tier over the process's life, for the admin status (None: never opened)."""
-        from mlxd.engine.batching.prompt_cache import disk_tier as prompt_disk_tier
+        from mlxd.engine import disk_cache_summary
 
-        return prompt_disk_tier.summary()
+        return disk_cache_summary()
 
     def slots_summary(self) -> dict[str, list[dict[str, Any]]] | None:
         """Each loaded model's ``/slots`` entries, for the admin ``GET /v1/slots`` (None: not serving yet)."""

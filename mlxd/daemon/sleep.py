@@ -21,7 +21,8 @@ from mlxd.api import api_prefix, json_response
 from mlxd.web import STORE_PREFIX
 
 if TYPE_CHECKING:
-    from mlxd.api import ServedModel, ServingState
+    from mlxd.api import ServingState
+    from mlxd.engine import ServedModel
     from mlxd.daemon.controller import Controller
 
 # The bodies sleeping routes answer, taken from the model in service as it falls asleep (mlxd.api.sleeping_views).

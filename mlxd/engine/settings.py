@@ -39,7 +39,7 @@ class WorkerSettings(BaseModel):
     cont_batching: bool = _default("cont-batching")
     cache_prompt: bool = _default("cache-prompt")  # the default of requests' cache_prompt (the api applies it)
     cache_ram: int = _default("cache-ram")  # prompt cache budget in MiB; -1 = no limit, 0 = disabled
-    cache_disk: str | None = _default("cache-disk")  # the prompt cache's disk tier (engine.prompt_disk); None = off
+    cache_disk: str | None = _default("cache-disk")  # the prompt cache's disk tier (engine.batching.prompt_cache.disk); None = off
     cache_disk_max: int = _default("cache-disk-max")  # its size limit in MiB; -1 = no limit, 0 = read only
     cache_idle_slots: bool = _default("cache-idle-slots")  # idle slots go to the prompt cache when a task starts
     context_shift: bool = _default("context-shift")
@@ -88,7 +88,7 @@ class WorkerSettings(BaseModel):
 
     @property
     def pin_cpu(self) -> bool:
-        """Whether to keep the worker thread and its MLX stream thread on one CPU (see engine.affinity)."""
+        """Whether to keep the worker thread and its MLX stream thread on one CPU (see engine.cpu.affinity)."""
         return self.worker_affinity == "auto"
 
     @property

@@ -24,7 +24,7 @@ from mlxd.errors import EngineError
 @dataclass(frozen=True)
 class ModelSource:
     """Where a checkpoint comes from (``-m`` or ``--hf-repo``, the repo wins; how the hub is reached) and where it
-    runs (``-ngl``, ``-dev``: engine.placement)."""
+    runs (``-ngl``, ``-dev``: engine.loading.placement)."""
 
     model: str | None
     hf_repo: str | None

@@ -17,7 +17,8 @@ import httpx
 from sanic import Sanic
 
 from mlxd.api.app import create_app
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 from mlxd.config import Config
 from mlxd.engine.chat.templates import load_chat_template
 from mlxd.engine.sampling.params import SamplingParams

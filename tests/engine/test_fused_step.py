@@ -1,4 +1,4 @@
-"""The fused decode pass (engine.fused) against the compiled model's own forward pass: the same logits within the
+"""The fused decode pass (engine.batching.fused) against the compiled model's own forward pass: the same logits within the
 rounding of two operation orders (tests/numerics.py), and the same greedy token wherever the top two are further
 apart than that, for every family and rope it takes, one token and several per row, one row and a left-padded
 batch, across a capacity bucket; and the model's own pass for what it does not take."""
@@ -171,7 +171,7 @@ def test_other_models_keep_their_own_forward_pass(make: Any, why: str | None,
         assert FusedDecoder.of(model) is None
     if why is not None:
         assert why in caplog.text
-    step = CompiledStep(model)  # still compiled where engine.compiled applies, through the model's own pass
+    step = CompiledStep(model)  # still compiled where engine.batching.compiled applies, through the model's own pass
     assert step.fused is None
     if why != "sliding":  # a sliding-window cache decodes uncompiled
         assert step(mx.array([3], mx.uint32), prefilled(model, [1, 2])) is not None

@@ -14,7 +14,7 @@ from tests.engine.conftest import generate_greedy
 
 class B10621:
     """common_ngram_map_begin / _draft / _accept transcribed one to one with scalar loops (a full hash array, keys
-    as lists, values shifted by hand): the oracle for engine.ngram_map's byte searches and vectorized hashes."""
+    as lists, values shifted by hand): the oracle for engine.speculative.ngram_map's byte searches and vectorized hashes."""
 
     def __init__(self, n: int, m: int, key_only: bool, min_hits: int) -> None:
         self.n, self.m, self.key_only, self.min_hits = n, m, key_only, min_hits

@@ -49,7 +49,7 @@ def test_imports_point_down(room: str) -> None:
 
 
 # Rooms that reach another only through its public face (its __init__), not into its modules.
-FACES = {"daemon": {"api", "web"}, "admin": {"api"}, "web": {"api"}}
+FACES = {"daemon": {"api", "web", "engine"}, "admin": {"api"}, "web": {"api"}, "api": {"engine"}}
 
 
 def _modules_reached(path: Path) -> set[str]:
@@ -72,6 +72,28 @@ def test_rooms_meet_at_public_faces(room: str) -> None:
         if module.startswith(f"mlxd.{other}.")
     }
     assert not offenders, sorted(offenders)
+
+
+def test_the_engine_face_names_what_it_loads() -> None:
+    # The face loads its names lazily from a table; mypy reads the imports under TYPE_CHECKING. Both must agree, and
+    # importing the face must not import mlx (the BLAS is chosen before mlx loads).
+    import subprocess
+    import sys
+
+    import mlxd.engine as engine
+
+    tree = ast.parse((PACKAGE / "engine" / "__init__.py").read_text())
+    typed = {
+        (alias.asname or alias.name): (node.module, alias.name)
+        for guard in tree.body if isinstance(guard, ast.If)
+        for node in guard.body if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    assert typed == engine._EXPORTS
+    for name in engine.__all__:
+        assert getattr(engine, name) is not None
+    probe = "import sys, mlxd.engine; assert 'mlx' not in sys.modules and 'mlx.core' not in sys.modules"
+    subprocess.run([sys.executable, "-c", probe], check=True)
 
 
 def test_every_room_is_known() -> None:

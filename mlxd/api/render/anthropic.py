@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from mlxd.api.render.message import AssistantMessage, MessageDiff
-from mlxd.engine.types import FinalEvent
+from mlxd.engine import FinalEvent
 
 Event = tuple[str, dict[str, Any]]
 

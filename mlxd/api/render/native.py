@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mlxd.engine.types import FinalEvent, ProgressEvent, Timings, TokenEvent, TokenProb
+from mlxd.engine import FinalEvent, ProgressEvent, Timings, TokenEvent, TokenProb
 from mlxd.json_out import SLOT, SLOT2, SLOT3, template
 from mlxd.schemas.completion import (
     CompletionChunk,

@@ -8,7 +8,7 @@ from typing import Any
 
 from mlxd.api.render.message import AssistantMessage, MessageDiff, finish_reason
 from mlxd.api.render.native import timings_out, token_probability
-from mlxd.engine.types import FinalEvent, Timings, TokenEvent
+from mlxd.engine import FinalEvent, Timings, TokenEvent
 from mlxd.ids import alphanumeric
 from mlxd.json_out import SLOT, template
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from mlxd.api.render.message import AssistantMessage, MessageDiff
 from mlxd.api.render.openai import random_id
-from mlxd.engine.types import FinalEvent
+from mlxd.engine import FinalEvent
 
 Event = tuple[str, dict[str, Any]]
 

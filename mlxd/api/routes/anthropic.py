@@ -13,7 +13,7 @@ from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.render import anthropic as ant
 from mlxd.api.render.openai import random_id
-from mlxd.engine.types import FinalEvent, TokenEvent
+from mlxd.engine import FinalEvent, TokenEvent
 from mlxd.schemas.anthropic import MessagesRequest, to_chat
 
 bp = Blueprint("anthropic")

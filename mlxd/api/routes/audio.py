@@ -21,7 +21,7 @@ from mlxd.api import generation as gen
 from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.media import MARKER, Source
-from mlxd.engine.types import FinalEvent, ProgressEvent
+from mlxd.engine import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest, NotSupported
 
 bp = Blueprint("audio")

@@ -18,7 +18,7 @@ from mlxd.api.render.message import MessageDiff, finish_reason
 from mlxd.api.render.native import native_final, progress_json
 from mlxd.api.prompts import detokenize
 from mlxd.api.routes.completion import fingerprint
-from mlxd.engine.types import FinalEvent, ProgressEvent
+from mlxd.engine import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
 
 bp = Blueprint("chat")

@@ -17,7 +17,7 @@ from mlxd.api.render import openai as oai
 from mlxd.api.render.message import finish_reason
 from mlxd.api.render.native import native_final, native_partial, native_progress, partial_template, progress_json
 from mlxd.api.routes.props import build_name
-from mlxd.engine.types import FinalEvent, ProgressEvent
+from mlxd.engine import FinalEvent, ProgressEvent
 from mlxd.errors import InvalidRequest
 
 bp = Blueprint("completion")

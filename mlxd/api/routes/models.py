@@ -10,7 +10,8 @@ from mlxd.api.context import served_model, serving
 from mlxd.api.errors import json_response
 from mlxd.api.media_parts import modalities_of
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_embd
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 from mlxd.schemas.models import ModelEntry, ModelList, ModelMeta, OllamaDetails, OllamaModel
 
 bp = Blueprint("models")

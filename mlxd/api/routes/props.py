@@ -13,7 +13,8 @@ from mlxd.api.errors import json_response
 from mlxd.api.media import MARKER
 from mlxd.api.media_parts import modalities_of
 from mlxd.api.model_facts import ftype, n_ctx_slot, n_slots
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 from mlxd.config.webui import ui_settings
 from mlxd.errors import NotSupported
 from mlxd.schemas.props import ChatTemplateCaps, DefaultGenerationSettings, Modalities, Props, PropsUpdate, Success

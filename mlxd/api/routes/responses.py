@@ -15,7 +15,7 @@ from mlxd.api.render import openai as oai
 from mlxd.api.render import responses as resp
 from mlxd.api.render.native import progress_json
 from mlxd.api.render.openai import random_id
-from mlxd.engine.types import FinalEvent, ProgressEvent
+from mlxd.engine import FinalEvent, ProgressEvent
 from mlxd.schemas.responses import ResponsesRequest, to_chat
 
 bp = Blueprint("responses")

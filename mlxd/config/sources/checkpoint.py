@@ -21,7 +21,7 @@ from mlxd.config.values import BadValue, Setting, parse_native
 FILE = "generation_config.json"
 SOURCE = f"checkpoint:{FILE}"
 CONFIG = "config.json"
-# The keys holding a checkpoint's training context, in the order the loader reads them (engine.loader).
+# The keys holding a checkpoint's training context, in the order the loader reads them (engine.loading.loader).
 CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "n_positions", "seq_length")
 # Option -> generation_config.json key (the keys mlx-lm and transformers write).
 KEYS = {"temperature": "temperature", "top-k": "top_k", "top-p": "top_p"}

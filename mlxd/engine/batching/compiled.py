@@ -4,15 +4,15 @@ recompiles stay rare.
 
 A one-token step of a small model is mostly per-operation host work (the graph built in Python, one dispatch per
 operation); a compiled step is one call that replays a traced graph with its elementwise runs fused. mlx-lm's
-caches cannot be traced as they are, so the step sees stand-ins for them (engine.step_caches) whose write
+caches cannot be traced as they are, so the step sees stand-ins for them (engine.batching.step_caches) whose write
 position is an array input. The trace then depends only on the batch size, the new tokens per row and the buffers'
 capacity, which goes from 32 to 64 entries, then up to 256 in steps of 32 and past it in steps of 256
 (``capacity_for``), so a stream recompiles up to eight times in its first 256 tokens and then once per 256, and
 the batch once per row count it has not had at that capacity, each new shape costing one trace of the model
 (compiled traces are kept by shape); batches above ``MAX_ROWS`` rows decode uncompiled. For mlx-lm's llama
-family on the CPU device the traced pass is engine.fused's, the same arithmetic in fewer operations.
+family on the CPU device the traced pass is engine.batching.fused's, the same arithmetic in fewer operations.
 
-The real caches stay mlx-lm's (or engine.kv_types') throughout: after the call their buffers are the step's
+The real caches stay mlx-lm's (or engine.loading.kv_types') throughout: after the call their buffers are the step's
 outputs and their positions move on by the tokens fed, so prompt processing, merging, filtering, extraction, the
 speculative roll-back and the prompt cache see nothing new (a cache that carries right padding, mid-prefill, is left
 to the uncompiled pass). Sliding-window and recurrent caches, LoRA adapters (their scales are Python numbers a
@@ -58,7 +58,7 @@ class CompiledStep:
 
     def __init__(self, model: Callable[..., mx.array]) -> None:
         self.model = model
-        # mlx-lm's llama family on the CPU device: the same pass in fewer operations (engine.fused).
+        # mlx-lm's llama family on the CPU device: the same pass in fewer operations (engine.batching.fused).
         self.fused = FusedDecoder.of(model) if isinstance(model, nn.Module) else None
         self.enabled = True
         self.steps = 0  # compiled steps run (for tests and benchmarks)

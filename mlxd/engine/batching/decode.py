@@ -103,7 +103,7 @@ class Decoding:
     def _pass(self, step: CompiledStep | None, model: Callable[..., mx.array], tokens: mx.array, cache: list[Any],
               last: bool = False) -> mx.array:
         """``model`` on ``tokens`` [B, N] (or [B]: one each): every position's logits (``last``: the last one's),
-        compiled where it applies (engine.compiled; not with LoRA adapters, whose scales a trace would keep)."""
+        compiled where it applies (engine.batching.compiled; not with LoRA adapters, whose scales a trace would keep)."""
         out = step.forward(tokens, cache, last) if step is not None and not len(self.lora) else None
         if out is not None:
             return out

@@ -32,7 +32,7 @@ compiled model's (tests/engine/test_fused_step.py):
 Which models: mlx-lm's ``llama`` (``mistral`` too), ``qwen2`` and ``qwen3`` modules, every layer full attention,
 the rope an ``nn.RoPE`` or ``Llama3RoPE`` over the whole head. Any other model, and any other device (where RoPE,
 RMSNorm and attention are single kernels), decodes through the model's own forward pass, compiled all the same
-(engine.compiled).
+(engine.batching.compiled).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ _ROPES = (nn.RoPE, Llama3RoPE)
 
 
 class FusedDecoder:
-    """The forward pass over a few new tokens per row on the compiled step's cache stand-ins (engine.compiled)."""
+    """The forward pass over a few new tokens per row on the compiled step's cache stand-ins (engine.batching.compiled)."""
 
     def __init__(self, model: nn.Module) -> None:
         inner = model.model

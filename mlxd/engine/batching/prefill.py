@@ -7,7 +7,7 @@ physical batch is also what keeps a long prompt cheap on the CPU device: a pass'
 for every query and key of the pass, the causally masked ones included, so passes of 512 tokens cut that work on a
 1024-token prompt by a quarter and those of 256 by more than a third (docs/benchmarks.md, section 7). A short run
 of prompt tokens (a new request's, or the new turn after a cached conversation) is the other way round: its pass
-costs what its graph's operations cost, so it goes through the decode step's compiled pass (engine.compiled).
+costs what its graph's operations cost, so it goes through the decode step's compiled pass (engine.batching.compiled).
 
 A mixin of ``Scheduler``: it works on the scheduler's ``model``, ``prefilling`` list and slot release, and keeps the
 token arithmetic of prompt processing apart from admission, sampling and decoding.
@@ -45,7 +45,7 @@ class PromptProcessing:
     _drop: Callable[[Slot, str], None]
     _accept: Callable[..., bool]
     _argmax: Callable[[mx.array, list[Any]], mx.array]
-    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
+    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.batching.decode)
     compiled: CompiledStep | None
     sampling: Any
     settings: WorkerSettings

@@ -129,7 +129,7 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
         self.batch = DecodeBatch()
         self.lora = LoraSet.empty()  # the model's adapters; set by the worker
         self._steps = 0
-        # The decode step through mx.compile (engine.compiled); not for a model that computes positions from the
+        # The decode step through mx.compile (engine.batching.compiled); not for a model that computes positions from the
         # decode batch's own cache list (the multimodal text view's per-row shifts), which the trace replaces.
         self.compiled = None if hasattr(model, "row_shift") else CompiledStep(model)
         self.compiled_draft = CompiledStep(draft) if draft is not None else None  # its one-token draft steps

@@ -90,7 +90,7 @@ class Sequence:
         self.n_draft_accepted = 0
         self.n_draft_steps = 0
         self.spec_rng: Any = None  # speculative rejection sampling's generator (engine.speculative)
-        self.ngram_state: Any = None  # what --spec-type ngram-mod's table keeps of it (engine.ngram_mod)
+        self.ngram_state: Any = None  # what --spec-type ngram-mod's table keeps of it (engine.speculative.ngram_mod)
         # Timings.
         self.t_prompt_start = 0.0
         self.t_prompt_ms = 0.0

@@ -1,11 +1,11 @@
-"""The KV caches as a compiled decode step sees them (engine.compiled): buffers of a bucketed capacity and a write
+"""The KV caches as a compiled decode step sees them (engine.batching.compiled): buffers of a bucketed capacity and a write
 position that is an array, so that a trace serves every step of a bucket.
 
 mlx-lm's caches keep their write position and the length they hand to attention as Python ints, which a trace
 would bake in. The stand-ins here take the real cache's buffers and positions as the traced function's inputs:
 new keys and values go into the buffers with ``slice_update`` at the write position, attention reads the whole
 buffer, and a mask hides what lies past each query's position (and, in a batch, each row's left padding). The real
-caches stay mlx-lm's (or engine.kv_types') throughout: after the call their buffers are the step's outputs.
+caches stay mlx-lm's (or engine.loading.kv_types') throughout: after the call their buffers are the step's outputs.
 
 Float caches hold a keys and a values buffer; quantized ones (``-ctk q8_0``) a (packed, scales, biases) triple
 for each, which new entries join through ``mx.quantize`` as ``QuantizedKVCache`` writes them, and their stand-ins

@@ -81,7 +81,7 @@ class ModelWorker(SlotActions):
             encode=lambda text: list(loaded.tokenizer.encode(text, add_special_tokens=False)),
             draft=draft.model if draft is not None else None,
         )
-        # The adapters attached to loaded.model (engine.lora.attach_adapters); the scheduler sets their scales.
+        # The adapters attached to loaded.model (engine.loading.lora.attach_adapters); the scheduler sets their scales.
         self.lora = lora if lora is not None else LoraSet.empty()
         self.scheduler.lora = self.lora
         if settings.cache_disk:
@@ -310,7 +310,7 @@ class ModelWorker(SlotActions):
 
     @property
     def decode_counter(self) -> DecodeCounter:
-        """The forward passes this worker ran and their busy slots, for /metrics (engine.counters)."""
+        """The forward passes this worker ran and their busy slots, for /metrics (engine.batching.counters)."""
         return self.scheduler.decodes
 
     @property
@@ -329,7 +329,7 @@ class ModelWorker(SlotActions):
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        # Before the stream below exists, so that the stream's thread inherits the pin and policy (engine.affinity).
+        # Before the stream below exists, so that the stream's thread inherits the pin and policy (engine.cpu.affinity).
         placement = keep_on_one_cpu() if self.settings.pin_cpu else None
         if placement is not None:
             log.info("model worker pinned to CPU %d with its MLX stream thread, %s (--worker-affinity auto)",

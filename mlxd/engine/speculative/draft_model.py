@@ -81,7 +81,7 @@ class Speculating:
     model: Callable[..., mx.array]
     batch: DecodeBatch
     draft: Any  # the draft nn.Module, or None
-    ngram: Lookups | None  # the draft-free --spec-types (engine.ngram_draft)
+    ngram: Lookups | None  # the draft-free --spec-types (engine.speculative.ngram_draft)
     draft_kv: kv_types.KvType
     spec: SpecConfig
     spec_stats: SpecStats
@@ -95,8 +95,8 @@ class Speculating:
     _bias_for: Callable[[list[Any], int], mx.array | None]
     compiled: CompiledStep | None
     compiled_draft: CompiledStep | None
-    _ngram_step: Callable[[list[int]], bool]  # engine.spec_ngram's step, mixed into the Scheduler beside this
-    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.decode)
+    _ngram_step: Callable[[list[int]], bool]  # engine.speculative.ngram_step's step, mixed into the Scheduler beside this
+    _pass: Callable[..., mx.array]  # a forward pass, compiled where it applies (engine.batching.decode)
 
     def _speculate(self) -> bool:
         """Run one speculative step for the whole batch; False when this step should decode plainly."""

@@ -2,9 +2,9 @@
 ``ngram-mod``, ``ngram-cache``).
 
 ``ngram-simple`` looks in the sequence's own history (``propose`` below); ``ngram-map-k`` and ``ngram-map-k4v`` in
-a map each slot keeps of its history (engine.ngram_map); ``ngram-mod`` in a table of every sequence's n-grams
-(engine.ngram_mod); ``ngram-cache`` in n-gram statistics of the slot's history and of two cache files
-(engine.ngram_cache). ``Lookups`` asks them in b10621's order of preference.
+a map each slot keeps of its history (engine.speculative.ngram_map); ``ngram-mod`` in a table of every sequence's n-grams
+(engine.speculative.ngram_mod); ``ngram-cache`` in n-gram statistics of the slot's history and of two cache files
+(engine.speculative.ngram_cache). ``Lookups`` asks them in b10621's order of preference.
 
 As b10621's ngram-simple: the last ``size_n`` tokens (the token just sampled last) are looked up in the earlier
 history, newest match first, and up to ``size_m`` tokens that followed that match are proposed, provided at least

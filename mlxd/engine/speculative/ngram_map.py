@@ -196,7 +196,7 @@ class NgramMap:
 
 def newest(history: list[int], pattern: list[int], hi: int, lo: int) -> int:
     """The largest ``j`` with ``lo < j <= hi`` where ``pattern`` starts in ``history`` (0: none); ngram-simple's
-    search too (engine.ngram_draft)."""
+    search too (engine.speculative.ngram_draft)."""
     if hi <= lo:
         return 0
     # A byte search of that window alone runs at C speed: each token is 4 bytes, and only 4-aligned hits are matches.

@@ -1,5 +1,5 @@
 """The n-gram speculative step (the draft-free ``--spec-type``s: ``ngram-simple``, ``ngram-map-k``,
-``ngram-map-k4v``, ``ngram-mod``, ``ngram-cache``): proposals from the sequences' own tokens (engine.ngram_draft),
+``ngram-map-k4v``, ``ngram-mod``, ``ngram-cache``): proposals from the sequences' own tokens (engine.speculative.ngram_draft),
 verified for every row in one forward pass of the target, as a draft model's are (engine.speculative). A mixin of
 ``Scheduler``.
 """

@@ -78,7 +78,7 @@ class MultimodalScheduler(Scheduler):
         todo = len(seq.prompt) - start
         n = min(todo, budget)
         # The step's tokens in forward passes of at most --ubatch-size (b10621's physical batch), each evaluated
-        # before the next is built, as a text prompt's (engine.prefill).
+        # before the next is built, as a text prompt's (engine.batching.prefill).
         ubatch = self.settings.ubatch_size
         for i in range(start, start + n, ubatch):
             if i > start:

@@ -12,7 +12,8 @@ from typing import Any, cast
 import pytest
 
 from mlxd.admin.routes.config import patch_values
-from mlxd.api.state import ServedModel, ServingState
+from mlxd.api.state import ServingState
+from mlxd.engine import ServedModel
 from mlxd.config import ResolvedConfig
 from mlxd.daemon.controller import Controller
 from mlxd.daemon.discovery import resolve_serving

@@ -3,8 +3,8 @@ the next worker of the same model, in this process or after a restart.
 
 One :class:`DiskStore` per directory and process, shared by every worker that names it (router mode's models, the
 new worker of a reload while the old one drains): it holds the index, the byte budget and the writer thread. Each
-worker sees it through a ``DiskTier`` (engine.prompt_disk_tier), bound to the worker's identity
-(engine.prompt_disk_identity), so an entry is offered only to a worker whose model and KV-relevant settings produced
+worker sees it through a ``DiskTier`` (engine.batching.prompt_cache.disk_tier), bound to the worker's identity
+(engine.batching.prompt_cache.identity), so an entry is offered only to a worker whose model and KV-relevant settings produced
 it; the request's namespace (its kind, LoRA scales, media digest) and tokens do the rest, as in RAM.
 
 The index (``index.json``) is written whole and renamed; if it is lost or does not parse, it is rebuilt from the

@@ -1,6 +1,6 @@
 """The disk tier as a worker and the process see it: the stores opened in this process (one per directory, held
 while a worker uses it), their totals for /metrics and status, and :class:`DiskTier`, one worker's view of a store:
-its identity, the decision whether an entry is worth reading (engine.prompt_disk_worth), reads on the worker thread
+its identity, the decision whether an entry is worth reading (engine.batching.prompt_cache.disk_worth), reads on the worker thread
 and entries handed to the writer.
 """
 
@@ -99,7 +99,7 @@ class DiskTier:
 
     def lookup(self, namespace: str, tokens: list[int], n_ram: int) -> tuple[Entry, int] | None:
         """The entry worth reading for ``tokens``: it must cover more of the prompt than RAM does (``n_ram``) by
-        enough tokens that reading it beats computing them (engine.prompt_disk_worth)."""
+        enough tokens that reading it beats computing them (engine.batching.prompt_cache.disk_worth)."""
         if self.store.state == "off":
             return None
         entry, n = self.store.best(self.identity, namespace, np.asarray(tokens, dtype=np.int64))

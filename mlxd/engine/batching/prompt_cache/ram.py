@@ -4,7 +4,7 @@ Entries live in mlx_lm's ``LRUPromptCache`` (a token trie with least-recently-us
 its "model" key is the request's cache namespace, so that a chat-rendered prefix is never adopted by a raw prompt
 or under another LoRA state. A fetched cache is a copy: the stored entry is never written to.
 
-With a disk tier (``--cache-disk``, engine.prompt_disk) attached, entries the byte budget evicts are written there,
+With a disk tier (``--cache-disk``, engine.batching.prompt_cache.disk) attached, entries the byte budget evicts are written there,
 a prompt that the tier covers further than RAM does is read from it, and ``spill`` writes what RAM holds when the
 worker stops. Without ``--cache-ram`` (0) the tier still works: every entry goes straight through to disk.
 """
