@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 DEFAULT_MODEL ?= .cache/models/tiny
 
-.PHONY: run test typecheck soak upstream-test bench venv clean
+.PHONY: run test typecheck soak upstream-test bench venv clean test-distributed-long
 
 venv: $(STAMP)
 
@@ -50,6 +50,10 @@ typecheck: $(STAMP)
 # they measured. Minutes, not seconds: never part of `test`.
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -s -m soak tests/reliability $(PYTEST_ARGS)
+
+# More cases of a model across processes (--rpc with mlxd rpc-server on 127.0.0.1) than `test` runs.
+test-distributed-long: $(STAMP)
+	$(BIN)/python -m pytest -q -m distributed_long tests/e2e/test_distributed.py $(PYTEST_ARGS)
 
 # Benchmarks against mlx-lm and mlx_lm.server on the synthetic checkpoints (slow; never part of `test`).
 bench: $(STAMP)

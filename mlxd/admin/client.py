@@ -106,6 +106,12 @@ def render_status(data: dict[str, Any]) -> str:
     for model in data["models"]:
         error = f"  ({model['error']})" if model.get("error") else ""
         lines.append(f"  {model['state']:<9} {model['name']}{error}")
+    if data.get("peers"):
+        lines += ["", "distributed group:"]
+        for peer in data["peers"]:
+            beat = f"{time.time() - peer['last_heartbeat']:.1f} s ago" if peer.get("last_heartbeat") else "never"
+            lines.append(f"  rank {peer['rank']}  {peer['address']:<21} {peer['state']:<10} {peer['shard'] or '-':<28} "
+                         f"{peer['memory_bytes'] / 2**20:8.1f} MiB  heartbeat {beat}")
     disk = data.get("cache_disk")
     if disk:
         dirs = ", ".join(f"{d} ({state})" for d, state in disk["dirs"].items()) or "closed"

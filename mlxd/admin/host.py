@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Mapping, Protocol, Sequence, cast
 
 from mlxd.errors import AdminError
-from mlxd.schemas.admin import (CacheDiskView, DaemonStateName, LastErrorView, ModelStateName, ModelView,
+from mlxd.schemas.admin import (CacheDiskView, DaemonStateName, LastErrorView, ModelStateName, ModelView, PeerView,
                                 StatusResponse)
 
 if TYPE_CHECKING:
@@ -171,18 +171,37 @@ def cache_disk(host: AdminHost) -> CacheDiskView | None:
     return CacheDiskView(**totals) if totals is not None else None
 
 
+def peers(host: AdminHost) -> list[PeerView] | None:
+    """The members of the served model's distributed group (``--rpc``), None without one."""
+    served = host.serving.model if host.serving is not None else None
+    group = getattr(getattr(served, "worker", None), "group", None)
+    if served is None or group is None:
+        return None
+    return [PeerView(model=served.name, **{k: v for k, v in member.items() if k != "error"})
+            for member in group.status()]
+
+
+def group_error(host: AdminHost) -> LastErrorView | None:
+    """The served model's group's last loss (naming the peer), while it is not re-formed."""
+    served = host.serving.model if host.serving is not None else None
+    group = getattr(getattr(served, "worker", None), "group", None)
+    message = getattr(group, "last_error", None)
+    return LastErrorView(trigger="distributed", message=message, time=time.time()) if message else None
+
+
 def status(host: AdminHost) -> StatusResponse:
     """``GET /v1/status``."""
     controller = host.controller
     started = host.serving.started_at if host.serving is not None else time.time()
     if controller is None:
         return StatusResponse(state=daemon_state(host), generation=0, config_hash=host.resolved.config_hash,
-                              uptime=time.time() - started, last_error=None, pending_restart=[],
-                              models=models(host), cache_disk=cache_disk(host))
+                              uptime=time.time() - started, last_error=group_error(host), pending_restart=[],
+                              models=models(host), cache_disk=cache_disk(host), peers=peers(host))
     last = controller.last_error
     return StatusResponse(
         state=daemon_state(host), generation=controller.generation, config_hash=controller.resolved.config_hash,
         uptime=time.time() - started, pending_restart=list(controller.pending_restart), models=models(host),
-        last_error=LastErrorView(trigger=last.trigger, message=last.message, time=last.time) if last else None,
-        etag=controller.etag, cache_disk=cache_disk(host),
+        last_error=LastErrorView(trigger=last.trigger, message=last.message, time=last.time) if last
+        else group_error(host),
+        etag=controller.etag, cache_disk=cache_disk(host), peers=peers(host),
     )

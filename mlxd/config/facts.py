@@ -124,7 +124,7 @@ mmproj-device           str    auto        inert=auto why=device
 image-min-tokens        int?   ~           supported
 image-max-tokens        int?   ~           supported
 mtmd-batch-max-tokens   int    1024        inert
-rpc                     str?   ~           refuse
+rpc                     str?   ~           check=rpc effect=reload
 mlock                   bool   false       refuse
 mmap                    bool?  ~           inert
 direct-io               bool?  ~           inert
@@ -136,8 +136,8 @@ override-tensor         list   []          split refuse why=placement
 cpu-moe                 bool   false       acc refuse why=placement
 n-cpu-moe               int    0           >=0 acc refuse why=placement
 n-gpu-layers            str    auto        dom=ngl check=ngl
-split-mode              str?   ~           {none,layer,row,tensor} inert
-tensor-split            str?   ~           refuse why=multi-gpu
+split-mode              str?   ~           {none,layer,row,tensor} check=split-mode effect=reload
+tensor-split            str?   ~           check=tensor-split effect=reload
 main-gpu                int    0           >=0 inert=0 why=multi-gpu
 fit                     str    on          {on,off} inert
 fit-target              str    1024        inert
@@ -310,6 +310,8 @@ webui-store       pair  bool   true       restart
 cache-disk        value str?   ~ effect=reload
 cache-disk-max    value int    16384      >=-1 effect=reload
 models-wait-timeout value float 30.0     0..86400 effect=pool
+rpc-backend       value str    ring       {ring,jaccl,nccl,auto} effect=reload
+rpc-token-file    value str?   ~ effect=reload
 """
 
 # One-line help for mlxd's own options (b10621's come from its help text).
@@ -340,6 +342,10 @@ MLXD_HELP = {
     "connections-max": "open connections the public listener keeps; at the cap a new one replaces the longest "
                        "idle, or is refused with 503 when all are busy (0: the file-descriptor limit less a reserve, "
                        "at most 16384)",
+    "rpc-backend": "--rpc: mx.distributed backend between the machines: ring (TCP, everywhere), jaccl (RDMA over "
+                   "Thunderbolt on macOS), nccl (CUDA) or auto (the first that MLX can start)",
+    "rpc-token-file": "--rpc: file holding the token every `mlxd rpc-server` requires (the same file on each machine; "
+                      "required by an rpc-server off loopback)",
     "cache-disk": "directory of the prompt cache's disk tier: entries evicted from --cache-ram and those held at "
                   "shutdown are written there and reused after a restart or reload (default: off; the systemd "
                   "units give $CACHE_DIRECTORY)",

@@ -281,3 +281,5 @@ class Config(BaseModel):
     cache_disk: str | None = None
     cache_disk_max: int = 16384
     models_wait_timeout: float = 30.0
+    rpc_backend: str = 'ring'
+    rpc_token_file: str | None = None

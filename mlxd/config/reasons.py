@@ -30,7 +30,12 @@ REASONS: dict[str, tuple[str, str]] = {
                        "leave it unset; use a LoRA adapter (--lora) instead"),
     "builtin-preset": ("built-in presets download GGUF models",
                        "pass an MLX checkpoint with -m DIR or --hf-repo ORG/NAME and the sampling options you need"),
-    "rpc": ("RPC offloading is a ggml backend", "run one mlxd per machine"),
+    "rpc": ("each --rpc entry is HOST:PORT of an `mlxd rpc-server` (b10621's rpc-server speaks ggml's protocol, which "
+            "mlxd does not)", "give HOST:PORT,HOST:PORT of machines running `mlxd rpc-server -H HOST -p PORT`"),
+    "split-mode": ("--split-mode tensor is not yet implemented by mlxd across machines",
+                   "use --split-mode row (tensor parallelism, mlx-lm's shard) or layer (pipeline parallelism)"),
+    "tensor-split": ("--tensor-split takes one non-negative share per machine, front end first, e.g. 3,1",
+                     "give comma-separated numbers, one per machine (the front end and each --rpc peer)"),
     "mlock": ("MLX does not lock model memory", "leave it unset"),
     "numa": ("NUMA placement is a ggml feature", "leave it unset; use numactl on the whole process"),
     "device": ("devices are ggml backend names; MLX uses its default device",
@@ -95,7 +100,7 @@ GAPS = frozenset({
 # Why the other refused or inert options have no MLX equivalent, by reason key: the `basis` of their
 # `not_applicable` manifest entry (one of mlxd.compat.manifest.BASES). Rows without a key tune ggml.
 BASIS: dict[str, str] = {
-    "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "rpc": "ggml", "mlock": "ggml", "numa": "ggml",
+    "affinity": "ggml", "placement": "ggml", "multi-gpu": "ggml", "mlock": "ggml", "numa": "ggml",
     "device": "ggml", "ngl": "ggml", "perf": "ggml", "builtin-preset": "gguf", "override-kv": "gguf",
     "model-url": "gguf", "docker-repo": "gguf", "multimodal": "gguf", "hf-file": "gguf", "removed": "upstream-removed",
     "flash-attn": "mlx-kernel",

@@ -49,9 +49,33 @@ def _device_rule(spec: OptionSpec, value: Any) -> bool:
     return value is not None and str(value).strip().lower() != "none"
 
 
+def _rpc_rule(spec: OptionSpec, value: Any) -> bool:
+    if value is None or value == "":
+        return False
+    for entry in str(value).split(","):
+        host, _, port = entry.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            return True
+    return False
+
+
+def _tensor_split_rule(spec: OptionSpec, value: Any) -> bool:
+    if value is None or value == "":
+        return False
+    try:
+        shares = [float(v) for v in str(value).replace("/", ",").split(",")]
+    except ValueError:
+        return True
+    return any(v < 0 for v in shares) or not any(v > 0 for v in shares)
+
+
 # A check=NAME rule: True when the value must be refused.
 RULES: dict[str, Callable[[OptionSpec, Any], bool]] = {
     "model": _model_rule,
+    # A model across machines (mlxd.engine.distributed): HOST:PORT of `mlxd rpc-server`s; row and layer splits.
+    "rpc": _rpc_rule,
+    "split-mode": lambda spec, value: value == "tensor",
+    "tensor-split": _tensor_split_rule,
     "hf-repo": _hf_repo_rule,
     "ngl": _ngl_rule,
     "device": _device_rule,
@@ -121,6 +145,7 @@ def contradictions(settings: Mapping[str, Setting], *, model_argument: bool = Tr
                                       f"cannot be combined with a model argument ({other.source}): presets "
                                       "configure router mode; drop the model argument or the presets file",
                                       value=preset.value))
+    problems.extend(_not_distributed(settings))
     scale = _explicit(settings, "rope-scale")
     freq_scale = _explicit(settings, "rope-freq-scale")
     if scale and freq_scale and (scale.value == 0 or abs(freq_scale.value - 1.0 / scale.value) > 1e-6):
@@ -129,3 +154,34 @@ def contradictions(settings: Mapping[str, Setting], *, model_argument: bool = Tr
                                       "--rope-scale N means --rope-freq-scale 1/N; give only one of them",
                                       value=str(scale.value)))
     return problems
+
+
+# What does not yet run on a model split across machines (--rpc): refused, never ignored (docs/compat.md: deferred).
+NOT_DISTRIBUTED = ("lora", "lora-scaled", "model-draft", "hf-repo-draft", "spec-type", "cache-type-k", "cache-type-v",
+                   "embeddings", "reranking", "cache-disk")
+
+
+def _not_distributed(settings: Mapping[str, Setting]) -> list[ConfigProblem]:
+    rpc = _explicit(settings, "rpc")
+    split = settings.get("split-mode")
+    shares = _explicit(settings, "tensor-split")
+    if shares is not None and (rpc is None or (split is not None and split.value in ("none", "row"))):
+        why = "the model runs on this machine alone without --rpc" if rpc is None else \
+            f"--split-mode {split.value if split else ''} does not read it (row: mlx-lm's shard splits evenly)"
+        return [ConfigProblem("tensor-split", shares.source, f"not supported by mlxd here: {why}; it sizes each "
+                              "machine's layer range with --rpc and --split-mode layer", value=str(shares.value))]
+    if rpc is None or (split is not None and split.value == "none"):
+        return []
+    problems = []
+    for name in NOT_DISTRIBUTED:
+        setting = _explicit(settings, name)
+        if setting is None or setting.value in ([], False, "f16", ["none"]):
+            continue
+        problems.append(ConfigProblem(name, setting.source, f"is not yet served by a model split across machines "
+                                      f"(--rpc, {rpc.source}); drop it, or serve the model on one machine without "
+                                      "--rpc", value=_shown_value(setting.value)))
+    return problems
+
+
+def _shown_value(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)

@@ -28,6 +28,7 @@ _DISPATCH = {
     "serve": ("mlxd.daemon.serve", "the server"),
     "dev": ("mlxd.dev.cli", "the developer tools"),
     "admin": ("mlxd.admin.client", "the admin client"),
+    "rpc-server": ("mlxd.engine.distributed.rpc_server", "the distributed model's peer"),
 }
 
 
@@ -166,7 +167,7 @@ def _compat_command(argv: list[str]) -> int:
 
 
 def _usage() -> str:
-    return ("usage: mlxd {serve|config|compat|dev|admin} ...\n"
+    return ("usage: mlxd {serve|config|compat|dev|admin|rpc-server} ...\n"
             "  mlxd serve LLAMA_SERVER_ARGS...        run the server (same options as mlxd-server)\n"
             "  mlxd config explain [--config FILE] [--format text|json] [-- ARGS...]\n"
             "  mlxd config check [FILE] [--config FILE] [-- ARGS...]\n"
@@ -176,6 +177,7 @@ def _usage() -> str:
             "  mlxd compat flags                      every accepted spelling, its option and state\n"
             "  mlxd dev synth-model ...               make a synthetic checkpoint\n"
             "  mlxd admin ...                         talk to a running daemon's admin listener\n"
+            "  mlxd rpc-server -H HOST -p PORT        hold a share of a model for a front end's --rpc\n"
             "  mlxd admin config [KEY=VALUE ...]      show the running configuration, or set options live\n")
 
 

@@ -62,6 +62,8 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
 
     adapters = check_adapters(spec.adapters)
     path = spec.source.resolve()
+    if spec.distributed is not None:
+        return _serve_distributed(spec, path)
     check_embedding_options(path, embeddings=spec.embeddings, reranking=spec.reranking, pooling=spec.pooling)
     where = spec.source.place(path)
     loaded: LoadedModel  # a MultimodalModel (a LoadedModel) for images and audio
@@ -88,6 +90,19 @@ def _serve(spec: "ModelSpec") -> "ServedModel":
     worker.start()
     return ServedModel(name=spec.name or loaded.name, aliases=list(spec.aliases), loaded=loaded, worker=worker,
                        chat_template=template, sampling_defaults=spec.sampling)
+
+
+def _serve_distributed(spec: "ModelSpec", path: Path) -> "ServedModel":
+    """The model split across machines (--rpc): served by a group of rank processes that the front end
+    supervises (engine.distributed); this process reads the checkpoint's facts and tokenizer, not its weights."""
+    from mlxd.engine import ServedModel, serve_group
+
+    assert spec.distributed is not None
+    log.info("model %s across %d machine(s) (--rpc %s, --split-mode %s)", path.name, len(spec.distributed.peers) + 1,
+             ",".join(spec.distributed.peers), spec.distributed.split_mode)
+    loaded, worker = serve_group(spec, path)
+    return ServedModel(name=spec.name or loaded.name, aliases=list(spec.aliases), loaded=loaded, worker=worker,
+                       chat_template=load_template(loaded, spec.template), sampling_defaults=spec.sampling)
 
 
 def _weights_summary(path: Path) -> str:

@@ -59,7 +59,21 @@ class ModelLifecycle:
             self.model_states.pop(served.name, None)
             self.model_states.pop(label or served.name, None)
             self.events.publish("model", name=served.name, state="loaded")
+            self._follow_group(served)
         return served
+
+    def _follow_group(self, served: "ServedModel") -> None:
+        """A model across machines (engine.distributed): its group's losses and re-formings become events, published
+        on the event loop (the group's supervisor runs on a thread of its own)."""
+        group = getattr(served.worker, "group", None)
+        if group is None:
+            return
+        loop = asyncio.get_running_loop()
+
+        def on_event(kind: str, fields: dict[str, object]) -> None:
+            loop.call_soon_threadsafe(lambda: self.events.publish(kind, name=served.name, **fields))
+
+        group.on_event = on_event
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)

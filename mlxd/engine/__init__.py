@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ServerConstraint,
     )
     from mlxd.engine.cpu.blas import BlasMode, BlasReport, check as check_blas, preload as preload_blas
+    from mlxd.engine.distributed.serve import serve_group
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loading.devices import available_devices, MIB
     from mlxd.engine.loading.hub import cached_models
@@ -117,6 +118,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "RopeOptions": ("mlxd.engine.loading.rope", "RopeOptions"),
     "run_on_own_thread": ("mlxd.engine.threads", "run_on_own_thread"),
     "sampling_defaults": ("mlxd.engine.sampling.defaults", "sampling_defaults"),
+    "serve_group": ("mlxd.engine.distributed.serve", "serve_group"),
     "SamplingParams": ("mlxd.engine.sampling", "SamplingParams"),
     "ServedModel": ("mlxd.engine.served", "ServedModel"),
     "server_constraint": ("mlxd.engine.constrain", "server_constraint"),

@@ -62,6 +62,32 @@ class TemplateSpec:
 
 
 @dataclass(frozen=True)
+class DistributedSpec:
+    """The model across machines (``--rpc``, ``--split-mode``, ``--tensor-split``, ``--rpc-backend``,
+    ``--rpc-token-file``): engine.distributed."""
+
+    peers: tuple[str, ...]  # HOST:PORT of each `mlxd rpc-server`, ranks 1.. in order
+    split_mode: str  # layer (b10621's default) or row
+    tensor_split: tuple[float, ...]  # shares per machine, front end first; empty: even
+    backend: str
+    token_file: str | None
+
+    @classmethod
+    def of(cls, cfg: Config) -> DistributedSpec | None:
+        """None when the model runs on this machine alone (no --rpc, or --split-mode none)."""
+        rpc, mode, shares = cfg.rpc, cfg.split_mode or "layer", cfg.tensor_split
+        backend, token_file = cfg.rpc_backend, cfg.rpc_token_file
+        if not rpc or mode == "none":
+            return None
+        peers = tuple(p.strip() for p in rpc.split(",") if p.strip())
+        split = tuple(float(v) for v in shares.replace("/", ",").split(",")) if shares else ()
+        if split and len(split) != len(peers) + 1:
+            raise EngineError(f"--tensor-split {shares}: give {len(peers) + 1} shares, one per machine (the front end "
+                              f"first, then each of the {len(peers)} --rpc peers)")
+        return cls(peers, mode, split, backend, token_file)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model as the configuration asks for it."""
 
@@ -80,6 +106,7 @@ class ModelSpec:
     sampling: SamplingParams
     worker: WorkerSettings
     draft: ModelSource | None  # the draft model of --spec-type draft-simple
+    distributed: DistributedSpec | None = None  # across machines (--rpc); None: this machine alone
 
     @classmethod
     def of(cls, cfg: Config, explicit: Collection[str] = frozenset(), *, name: str | None = None) -> ModelSpec:
@@ -98,6 +125,7 @@ class ModelSpec:
             sampling=sampling_defaults(cfg, explicit),
             worker=WorkerSettings.of(cfg, explicit),
             draft=_draft(cfg),
+            distributed=DistributedSpec.of(cfg),
         )
 
 

@@ -32,6 +32,18 @@ class ModelView(_Wire):
     error: str | None = None
 
 
+class PeerView(_Wire):
+    """One member of a distributed model's group (``--rpc``): rank 0 is the front end's own rank process."""
+
+    model: str
+    address: str
+    rank: int
+    shard: str
+    state: str  # forming, connecting, loading, ready, missing, refused, lost, exited, down
+    memory_bytes: int
+    last_heartbeat: float | None = None
+
+
 class CacheDiskView(_Wire):
     """The prompt cache's disk tier (``--cache-disk``) over the process's life: every directory opened."""
 
@@ -60,6 +72,7 @@ class StatusResponse(_Wire):
     models: list[ModelView]
     etag: str | None = None
     cache_disk: CacheDiskView | None = None  # None: no --cache-disk in this process
+    peers: list[PeerView] | None = None  # None: no model across machines (--rpc)
 
 
 class OptionView(_Wire):

@@ -136,9 +136,12 @@ def _check_local(path: Path) -> None:
         raise EngineError(f"model {path}: no model*.safetensors weights")
 
 
-def load_model(path: Path, *, name: str | None = None, model_config: dict[str, Any] | None = None) -> LoadedModel:
+def load_model(path: Path, *, name: str | None = None, model_config: dict[str, Any] | None = None,
+               lazy: bool = False) -> LoadedModel:
     """Load the checkpoint at ``path`` with mlx-lm; ``name`` defaults to the repo id or the directory name, and
-    ``model_config`` overrides keys of its config.json (the RoPE options, see :mod:`mlxd.engine.loading.rope`)."""
+    ``model_config`` overrides keys of its config.json (the RoPE options, see :mod:`mlxd.engine.loading.rope`).
+    ``lazy`` leaves the weights unread until evaluated: a distributed rank reads only its share, and the front end
+    of a distributed model none (engine.distributed)."""
     from mlx.utils import tree_reduce
     from mlx_lm.utils import get_total_parameters, load_tokenizer
     from mlx_lm.utils import load_model as mlx_load_model
@@ -146,7 +149,7 @@ def load_model(path: Path, *, name: str | None = None, model_config: dict[str, A
     path = Path(path)
     _check_local(path)
     try:
-        model, config = mlx_load_model(path, model_config=model_config)
+        model, config = mlx_load_model(path, lazy=lazy, model_config=model_config)
         tokenizer = load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))
     except FileNotFoundError as exc:
         raise EngineError(f"model {path}: missing file: {exc.filename or exc}") from exc

@@ -17,7 +17,7 @@ REFUSED = [
     (["-m", "/models/qwen.Q4_K_M.gguf"], "model", "GGUF files cannot be loaded"),
     (["-hf", "ggml-org/gemma-3-1b-it-GGUF:Q4_K_M"], "hf-repo", "':QUANT' tag"),
     (["--mmproj", "proj.gguf"], "mmproj", "multimodal"),
-    (["--rpc", "10.0.0.2:50052"], "rpc", "RPC"),
+    (["--rpc", "10.0.0.2"], "rpc", "HOST:PORT"),  # a peer without its port (mlxd rpc-server)
     (["--mlock"], "mlock", "lock"),
     (["--numa", "distribute"], "numa", "NUMA"),
     (["-dev", "CUDA0"], "device", "ggml backend names"),

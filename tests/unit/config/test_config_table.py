@@ -81,7 +81,7 @@ def test_mlxd_own_options() -> None:
     names = {s.name for s in table() if s.origin == "mlxd"}
     assert names == {"config", "admin-listen", "admin-token-file", "watch-config", "model-store-root", "cpu-blas",
                      "worker-affinity", "shutdown-timeout", "timeout-header", "timeout-idle", "connections-max", "state-dir",
-                     "webui-store", "cache-disk", "cache-disk-max", "models-wait-timeout"}
+                     "webui-store", "cache-disk", "cache-disk-max", "models-wait-timeout", "rpc-backend", "rpc-token-file"}
     assert table().get("watch-config").kind is Kind.BOOL_PAIR
     assert table().get("webui-store").kind is Kind.BOOL_PAIR
 
