@@ -45,6 +45,19 @@ def test_a_request_crosses_the_wire_and_nothing_else_is_unpickled() -> None:
         wire.loads(pickle.dumps(_Evil()))
 
 
+class _EngineFunction:
+    # A function of an allowed module is refused too: only its types may be rebuilt from a peer's bytes.
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        from mlxd.engine.distributed.rpc_server import read_token
+
+        return (read_token, ("/etc/hostname",))
+
+
+def test_a_payload_naming_a_function_of_the_engine_is_refused() -> None:
+    with pytest.raises(pickle.UnpicklingError, match="refused: mlxd.engine.distributed.rpc_server.read_token"):
+        wire.loads(pickle.dumps(_EngineFunction()))
+
+
 @pytest.mark.parametrize("argv,option", [
     (["--tensor-split", "1,1"], "tensor-split"),  # one machine: nothing to share
     (["--rpc", "127.0.0.1:50052", "-sm", "row", "-ts", "3,1"], "tensor-split"),  # row splits evenly
