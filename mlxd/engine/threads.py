@@ -26,6 +26,10 @@ def release_streams() -> None:
     mx.clear_streams()
 
 
+def _done() -> None:
+    """What a finished job's call becomes."""
+
+
 class Job:
     """A call handed to a parked thread: wait for it with ``result()``, or ask ``done()``."""
 
@@ -82,9 +86,13 @@ class _Parked:
             except Exception as exc:  # noqa: BLE001 - a stream's error belongs to the job that caused it
                 error = error or exc
             thread.name = _IDLE_NAME
+            job.fn = _done  # the call's closure (a worker, a model) must not outlive it here
             with _parked_lock:
                 self._home.append(self)
             job.finish(value, error)
+            # Nothing of the job stays on this parked thread's frame: a served model or a worker kept here would
+            # live until the thread's next job.
+            del job, value, error
 
     def submit(self, job: Job) -> Job:
         self._jobs.put(job)

@@ -79,3 +79,21 @@ def test_model_workers_one_after_another_reuse_one_thread(tiny_model: Any) -> No
     before = _threads()
     assert [cycle() for _ in range(5)] == [first] * 5
     assert _threads() == before
+
+
+def test_a_parked_thread_keeps_nothing_of_a_finished_call() -> None:
+    """What a call closed over or returned (a served model, a worker) is freed once the caller lets it go, not kept
+    alive by the parked thread until its next job."""
+    import gc
+    import weakref
+
+    class Held:
+        pass
+
+    held = Held()
+    ref = weakref.ref(held)
+    returned = run_on_own_thread(lambda: held)
+    assert returned is held
+    del held, returned
+    gc.collect()
+    assert ref() is None
