@@ -94,6 +94,35 @@ def turn(checkpoint: Path, prompts: Prompts, length: int, salt: int, work: Path,
     return out
 
 
+def restarts(checkpoint: Path, prompts: Prompts, length: int, rounds: int, work: Path,
+             primer: bool) -> list[dict[str, Any]]:
+    """One cold prefill, then ``rounds`` restarts on its entry: each a new daemon on the same directory that takes
+    the prompt from disk, then again from its slot (warm RAM), then SIGTERM. Disk and warm RAM figures alternate
+    within each round, on one machine state, without paying the cold prefill again (on a loaded machine it is the
+    longest part of a turn by far)."""
+    cache = work / f"cache-{length}-reuse"
+    first = start("first", checkpoint, cache, length + 256, work)
+    seen = prompts.text(length, "seen-reuse")
+    cold = first_token(first.base_url, seen)
+    stop(first)
+    out: list[dict[str, Any]] = []
+    for i in range(rounds):
+        server = start("again", checkpoint, cache, length + 256, work)
+        try:
+            got: dict[str, Any] = {"cold": cold}
+            if primer:
+                got["primer"] = first_token(server.base_url, prompts.text(16, f"primer-{i}"))
+            got["disk"] = first_token(server.base_url, seen)
+            got["warm"] = first_token(server.base_url, seen)
+            got["entry_bytes"] = sum(f.stat().st_size for f in cache.glob("*.kv"))
+        finally:
+            got["drain_write_s"] = stop(server)
+        out.append(got)
+        print(f"{length} round {i}: disk {got['disk']['s']:.3f} s (cache_n {got['disk']['cache_n']}), "
+              f"warm {got['warm']['s']:.3f} s", file=sys.stderr, flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkpoint", type=Path)
@@ -104,14 +133,20 @@ def main() -> None:
     ap.add_argument("--primer", action="store_true",
                     help="send the restarted daemon a short unrelated prompt before the cached one (the disk figure "
                          "then leaves out what a process's first request costs, as the warm RAM figure does)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="one cold prefill per length, then --repeat restarts on its entry, each measuring disk and "
+                         "warm RAM (see restarts())")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     prompts = Prompts(args.checkpoint)
     results: dict[str, Any] = {"checkpoint": str(args.checkpoint), "lengths": {}}
     with tempfile.TemporaryDirectory(prefix="mlxd-bench-disk-") as tmp:
         for length in [int(x) for x in args.lengths.split(",")]:
-            turns = [turn(args.checkpoint, prompts, length, i, Path(tmp), not args.no_cold_restarted, args.primer)
-                     for i in range(args.repeat)]
+            if args.reuse:
+                turns = restarts(args.checkpoint, prompts, length, args.repeat, Path(tmp), args.primer)
+            else:
+                turns = [turn(args.checkpoint, prompts, length, i, Path(tmp), not args.no_cold_restarted, args.primer)
+                         for i in range(args.repeat)]
             med = {k: statistics.median(t[k]["s"] for t in turns) for k in ("cold", "warm", "disk", "cold_restarted")
                    if k in turns[0]}
             entry = statistics.median(t["entry_bytes"] for t in turns)
@@ -121,7 +156,12 @@ def main() -> None:
             prompt_tps = length / (statistics.median(t["cold"]["prompt_ms"] for t in turns) / 1e3)
             results["lengths"][str(length)] = {"turns": turns, "median_s": med, "entry_bytes": entry,
                                                "read_bytes_per_s": read_bps, "prompt_tokens_per_s": prompt_tps}
-            print(f"{length}: {json.dumps(med)}", file=sys.stderr)
+            spread = {k: [round(min(t[k]["s"] for t in turns), 3), round(max(t[k]["s"] for t in turns), 3)]
+                      for k in ("disk", "warm")}
+            ratios = sorted(t["disk"]["s"] / t["warm"]["s"] for t in turns)
+            results["lengths"][str(length)]["disk_over_warm_per_turn"] = ratios
+            print(f"{length}: {json.dumps(med)} spread {json.dumps(spread)} disk/warm per turn "
+                  f"{[round(r, 2) for r in ratios]}", file=sys.stderr)
     if args.out:
         args.out.write_text(json.dumps(results, indent=1))
     print("| prompt | cold | cold, restarted | disk tier after restart | warm RAM | cold / disk | disk / warm | entry "

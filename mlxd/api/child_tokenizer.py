@@ -5,15 +5,16 @@ token holding the GIL: 80 ms for the 4 million tokens of a 10 MB text, during wh
 loop's ``/health`` included) runs. A child process builds that list under its own GIL and writes the ids as raw
 32-bit integers; the parent turns them into a list in small chunks, between which the other threads run.
 
-The child is one per such text (``python -m mlxd.api.child_tokenizer``): it needs no lifecycle, and its memory
+The child is one per such text (this file run by its path): it needs no lifecycle, and its memory
 (the encoding of a 10 MB text is hundreds of MB) goes back to the system when it exits. Its start (about 0.1 s)
 is small against the seconds the text takes to tokenize. This module imports only the standard library and
-``tokenizers`` at its top, so that the child starts quickly.
+``tokenizers``, so that the child starts quickly.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import struct
 import subprocess
 import sys
@@ -28,6 +29,9 @@ CHILD_CHARS = 4_000_000
 _CHUNK = 1 << 16
 _HEADER = struct.Struct("<QBQ")  # tokenizer JSON bytes, flags, text bytes
 _ADD_SPECIAL, _PLAIN_TEXT = 1, 2
+# The child runs this file by its path (``-P``: nothing of the working directory on sys.path): ``-m`` would import
+# the mlxd and mlxd.api packages first, sanic and pydantic with them, 2 s of CPU before the first token.
+_BOOT = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 
 
 def _as_list(ids: array) -> list[int]:
@@ -58,7 +62,7 @@ def _in_child(tokenizer: Tokenizer, text: str, add_special: bool) -> array | str
     spec = _spec(tokenizer)
     flags = (_ADD_SPECIAL if add_special else 0) | (_PLAIN_TEXT if tokenizer.encode_special_tokens else 0)
     try:
-        done = subprocess.run([sys.executable, "-m", __name__], input=_HEADER.pack(len(spec), flags, len(raw)) + spec
+        done = subprocess.run([sys.executable, "-P", "-c", _BOOT, __file__], input=_HEADER.pack(len(spec), flags, len(raw)) + spec
                               + raw, capture_output=True, check=False)
     except OSError as e:
         return str(e)
@@ -83,7 +87,16 @@ def encode(tokenizer: Tokenizer, text: str, *, add_special: bool) -> list[int]:
     return found
 
 
+# The child's niceness: its seconds of tokenizing are bulk work, and on a machine with few cores it would otherwise
+# take the core that the parent's event loop and model workers need to answer everyone else.
+_CHILD_NICENESS = 10
+
+
 def _child() -> int:
+    try:
+        os.nice(_CHILD_NICENESS)
+    except OSError:  # not permitted or not supported: tokenize at the parent's priority
+        pass
     data = sys.stdin.buffer.read()
     spec_len, flags, text_len = _HEADER.unpack_from(data)
     start = _HEADER.size

@@ -18,6 +18,8 @@ from mlxd.api import offload
 from mlxd.api.errors import JSON_CONTENT_TYPE, dumps
 
 CHUNK_BYTES = 1 << 20
+# Items of a long list encoded per part: one part's encoding holds the GIL for a few ms at most.
+PART_ITEMS = 8192
 
 
 async def send_bytes(request: Request, body: bytes, content_type: str = JSON_CONTENT_TYPE) -> HTTPResponse | None:
@@ -43,7 +45,7 @@ async def send_parts(request: Request, parts: list[bytes],
     return None
 
 
-def long_list_parts(prefix: str, items: list[Any], suffix: str, chunk: int = 8192) -> list[bytes]:
+def long_list_parts(prefix: str, items: list[Any], suffix: str, chunk: int = PART_ITEMS) -> list[bytes]:
     """``prefix + JSON(items) + suffix`` as encoded parts of ``chunk`` items each (mlxd.json_out.dumps_long_list,
     never joined)."""
     parts = [(prefix + "[").encode()]
@@ -52,6 +54,14 @@ def long_list_parts(prefix: str, items: list[Any], suffix: str, chunk: int = 819
         parts.append(((("," if start else "") + text)).encode())
     parts.append(("]" + suffix).encode())
     return parts
+
+
+def release_list(items: list[Any], chunk: int = PART_ITEMS * 8) -> None:
+    """Empty ``items`` from its end a slice at a time. Dropping a list of millions of objects frees them all in one
+    C loop with the GIL held (57 ms for the 4 million ids of a 10 MB text); slice by slice, other threads run in
+    between. Call it on a worker thread, where the list's last reference is."""
+    while items:
+        del items[-chunk:]
 
 
 def _encoded(payload: Any) -> bytes:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import struct
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -184,6 +186,21 @@ def test_damaged_files_are_skipped_and_serving_goes_on(tiny_model, workers, tmp_
     if damage != "tmp-only":
         assert prompt_disk_tier.summary()["corrupt"] == before + 1
         assert "cache-disk" in caplog.text
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_an_entry_of_format_1_is_still_read(tiny_model, workers, tmp_path, flip) -> None:
+    """Entries written before format 2 (a CRC-32 trailer) survive the upgrade's restart; a damaged one is refused."""
+    prompt, want = _write_one(tiny_model, workers, tmp_path)
+    path = entries(tmp_path)[0]
+    data = path.read_bytes()
+    assert data.startswith(prompt_disk_format.MAGIC)
+    body = prompt_disk_format.MAGIC_V1 + data[len(prompt_disk_format.MAGIC): -8]
+    if flip:
+        body = body[:-100] + bytes([body[-100] ^ 0x55]) + body[-99:]
+    path.write_bytes(body + struct.pack("<I", zlib.crc32(prompt_disk_format.MAGIC_V1 + data[len(prompt_disk_format.MAGIC): -8])))
+    (tmp_path / prompt_disk.INDEX).unlink()  # rebuilt from the files: their headers are read as format 1
+    assert run(workers(cache_disk=str(tmp_path)), prompt) == (want, 0 if flip else len(prompt) - 1)
 
 
 @pytest.mark.parametrize("loss", ["deleted", "garbage"])

@@ -35,7 +35,7 @@ from mlxd.engine.settings import WorkerSettings
 from mlxd.engine.batching.slots.actions import SlotActions
 from mlxd.engine.batching.slots.table import Slot
 from mlxd.engine.speculative.draft_model import check_draft
-from mlxd.engine.threads import release_streams, wait_os_thread_exit
+from mlxd.engine.threads import Job, start_on_parked_thread
 from mlxd.engine.types import ErrorEvent, Event, FinalEvent, GenerationRequest
 from mlxd.engine.loading.warmup import warm_up
 from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
@@ -96,7 +96,7 @@ class ModelWorker(SlotActions):
         self._accepting = False
         self._stopping = False
         self._spill_deadline = 0.0  # until when a stopping worker writes its prompt cache to the disk tier
-        self._thread: threading.Thread | None = None
+        self._thread: Job | None = None  # the worker loop on its parked thread (engine.threads)
 
     def _attach_disk(self, directory: str, max_mib: int) -> None:
         """Put the disk tier (``--cache-disk``) under the prompt cache, keyed by what produces this worker's KV."""
@@ -127,8 +127,8 @@ class ModelWorker(SlotActions):
             if self._thread is not None:
                 return
             self._accepting, self._stopping = True, False
-            self._thread = threading.Thread(target=self._run, name=f"mlxd-worker-{self.loaded.name}", daemon=True)
-            self._thread.start()
+            self._thread = start_on_parked_thread(self._run, name=f"mlxd-worker-{self.loaded.name}",
+                                                  pinned=self.settings.pin_cpu)
 
     def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
         """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest.
@@ -149,8 +149,10 @@ class ModelWorker(SlotActions):
             self._spill_deadline = deadline if spill_timeout is None else time.monotonic() + max(0.0, spill_timeout)
             self._stopping = True
             self._cv.notify_all()
-        thread.join()
-        wait_os_thread_exit(thread)
+        try:
+            thread.result()
+        except Exception:  # noqa: BLE001 - the loop's own failure was logged where it happened
+            pass
         with self._cv:
             self._thread = None
 
@@ -329,17 +331,19 @@ class ModelWorker(SlotActions):
 
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
-        # Before the stream below exists, so that the stream's thread inherits the pin and policy (engine.cpu.affinity).
+        # Before the first MLX call makes the stream, so that the stream's thread inherits the pin and policy
+        # (engine.cpu.affinity).
         placement = keep_on_one_cpu() if self.settings.pin_cpu else None
         if placement is not None:
             log.info("model worker pinned to CPU %d with its MLX stream thread, %s (--worker-affinity auto)",
                      placement.cpu, "batch scheduling" if placement.batch_policy else "normal scheduling (refused)")
-        # A thread-local stream, as mlx_lm's generation stream, released when the thread ends (engine.threads).
+        # The thread's default stream, its own since mlx 0.32: the parked thread keeps it for the next worker
+        # (engine.threads), since mlx keeps a scheduler thread for every stream ever made.
         try:
-            with mx.stream(mx.new_thread_local_stream(mx.default_device())):
-                self._serve()
-        finally:
-            release_streams()
+            self._serve()
+        except BaseException:
+            log.exception("model worker %s failed", self.loaded.name)
+            raise
 
     def _serve(self) -> None:
         """The worker loop: take commands, step the scheduler, stop when told."""

@@ -1,14 +1,15 @@
 """One prompt-cache entry as a file of the disk tier (``--cache-disk``): what is written, and how it is read back.
 
 Layout: ``MAGIC``, the header's length (8 bytes, little endian), the header (JSON: what produced the keys and
-values, the tokens, and each array's dtype, shape and place), the arrays' bytes, and a CRC-32 of everything before
-it (4 bytes). A file whose magic, length, header or checksum does not hold is refused as a whole: nothing of it
-becomes a cache. CRC-32 and not a cryptographic hash: it guards against torn and flipped bytes, not an adversary
-who can write the cache directory, and zlib computes it at several GB/s without holding the GIL.
+values, the tokens, and each array's dtype, shape and place), the arrays' bytes, and a checksum of everything before
+it: XXH3-64 (8 bytes) in format 2, CRC-32 (4 bytes) in format 1, which is still read. A file whose magic,
+length, header or checksum does not hold is refused as a whole: nothing of it becomes a cache. A checksum and not a
+cryptographic hash: it guards against torn and flipped bytes, not an adversary who can write the cache directory;
+both are computed without holding the GIL (prompt_cache.checksum).
 
 Work is split by thread: :func:`encode` runs on the model's worker thread (the arrays belong to its stream; it
 evaluates them and copies them into host buffers), :func:`write` on the tier's writer thread (plain bytes only),
-:func:`load` on the worker thread again (its checksum on a helper thread meanwhile).
+:func:`load` on the worker thread again (its checksum on the checksum threads meanwhile).
 """
 
 from __future__ import annotations
@@ -17,21 +18,26 @@ import json
 import mmap
 import os
 import struct
-import threading
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import mlx.core as mx
 import numpy as np
+import xxhash
 from mlx_lm.models.cache import KVCache
 
+from mlxd.engine.batching.prompt_cache import checksum
 from mlxd.engine.loading.kv_types import QuantKV, TypedKV
 
-MAGIC = b"MLXDKV1\n"
+# Version 2 (written): an XXH3-64 trailer. Version 1 (still read, so that entries survive the upgrade's restart): a
+# CRC-32 trailer. Both are checksums against torn and flipped bytes, not against an adversary who can write the
+# cache directory; XXH3 runs at 4 to 10 GB/s where zlib's CRC-32 runs at 0.5 to 0.7 (docs/benchmarks.md, section
+# 10), and the checksum was the longest part of a read.
+MAGIC = b"MLXDKV2\n"
+MAGIC_V1 = b"MLXDKV1\n"
 _LEN = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
+_TRAILER = {MAGIC: struct.Struct("<Q"), MAGIC_V1: struct.Struct("<I")}
 # Arrays travel as unsigned integers of their item size (numpy has no bfloat16), their dtype in the header.
 _MX_UINT: dict[int, mx.Dtype] = {1: mx.uint8, 2: mx.uint16, 4: mx.uint32, 8: mx.uint64}
 _NP_UINT: dict[int, np.dtype[Any]] = {n: np.dtype(f"<u{n}") for n in (1, 2, 4, 8)}
@@ -74,7 +80,7 @@ class Blob:
 
     @property
     def nbytes(self) -> int:
-        return len(MAGIC) + _LEN.size + len(self.header) + sum(b.nbytes for b in self.buffers) + _CRC.size
+        return len(MAGIC) + _LEN.size + len(self.header) + sum(b.nbytes for b in self.buffers) + _TRAILER[MAGIC].size
 
 
 def layer_kind(cache: Any) -> str | None:
@@ -127,13 +133,13 @@ def write(blob: Blob, path: Path) -> int:
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as f:
-            crc = 0
+            digest = xxhash.xxh3_64()
             parts: list[bytes | memoryview] = [MAGIC, _LEN.pack(len(blob.header)), blob.header]
             parts.extend(b.data.cast("B") for b in blob.buffers)
             for view in parts:
                 f.write(view)
-                crc = zlib.crc32(view, crc)
-            f.write(_CRC.pack(crc))
+                digest.update(view)
+            f.write(_TRAILER[MAGIC].pack(digest.intdigest()))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -151,7 +157,8 @@ def read_header(path: Path) -> tuple[Meta, int]:
     try:
         with open(path, "rb") as f:
             head = f.read(len(MAGIC) + _LEN.size)
-            if head[: len(MAGIC)] != MAGIC or len(head) < len(MAGIC) + _LEN.size:
+            trailer = _TRAILER.get(head[: len(MAGIC)])
+            if trailer is None or len(head) < len(MAGIC) + _LEN.size:
                 raise EntryError("not an mlxd prompt-cache entry")
             (n,) = _LEN.unpack(head[len(MAGIC):])
             size = os.fstat(f.fileno()).st_size
@@ -160,7 +167,7 @@ def read_header(path: Path) -> tuple[Meta, int]:
             header = json.loads(f.read(n))
     except (OSError, ValueError) as exc:
         raise EntryError(str(exc)) from exc
-    if size != len(MAGIC) + _LEN.size + n + int(header.get("payload", -1)) + _CRC.size:
+    if size != len(MAGIC) + _LEN.size + n + int(header.get("payload", -1)) + trailer.size:
         raise EntryError(f"truncated: {size} bytes")
     return Meta.of(header), size
 
@@ -170,14 +177,15 @@ def load(path: Path, like: list[Any]) -> tuple[Meta, list[Any]]:
     the model, whose layer kinds the entry must have. Raises EntryError.
 
     The file is mapped, not read into a buffer: the arrays' bytes are copied once, from the page cache into MLX, and
-    the checksum is computed over the mapping on a thread of its own (zlib lets go of the GIL) while the arrays are
-    built; they are thrown away if it fails. The size is checked before anything is touched, and the files of the
-    tier are never changed in place (written whole and renamed, or unlinked, which leaves a mapping valid)."""
+    the checksum is computed over the mapping in slices on the checksum threads (prompt_cache.checksum; zlib lets go
+    of the GIL) while the arrays are built. No array is handed on before the checksum holds: a mismatch throws them
+    away. The size is checked before anything is touched, and the files of the tier are never changed in place
+    (written whole and renamed, or unlinked, which leaves a mapping valid)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             start = len(MAGIC) + _LEN.size
-            if size < start + _CRC.size:
+            if size < start + _TRAILER[MAGIC_V1].size:
                 raise EntryError("not an mlxd prompt-cache entry")
             # Populated at once: one pass over the page cache rather than a fault per page while copying.
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
@@ -185,7 +193,8 @@ def load(path: Path, like: list[Any]) -> tuple[Meta, list[Any]]:
     except (OSError, ValueError) as exc:
         raise EntryError(str(exc)) from exc
     data = memoryview(mapped)
-    if bytes(data[: len(MAGIC)]) != MAGIC:
+    trailer = _TRAILER.get(bytes(data[: len(MAGIC)]))
+    if trailer is None or size < start + trailer.size:
         raise EntryError("not an mlxd prompt-cache entry")
     (n,) = _LEN.unpack_from(data, len(MAGIC))
     try:
@@ -193,17 +202,16 @@ def load(path: Path, like: list[Any]) -> tuple[Meta, list[Any]]:
         payload = int(header.get("payload", -1))
     except (ValueError, AttributeError, TypeError) as exc:
         raise EntryError(f"bad header: {exc}") from exc
-    if size != start + n + payload + _CRC.size:
+    if size != start + n + payload + trailer.size:
         raise EntryError("wrong length")
-    crc: list[int] = []
-    checker = threading.Thread(target=lambda: crc.append(zlib.crc32(data[: -_CRC.size])), name="mlxd-cache-crc")
-    checker.start()
+    body = data[: -trailer.size]
+    computed = checksum.start_xxh3(body) if trailer is _TRAILER[MAGIC] else checksum.start(body)
     try:
         meta = Meta.of(header)
-        kv = decode(meta, header, data[start + n: -_CRC.size], like)
+        kv = decode(meta, header, data[start + n: -trailer.size], like)
     finally:
-        checker.join()
-    if not crc or crc[0] != _CRC.unpack_from(data, size - _CRC.size)[0]:
+        value = computed()  # waited for either way: its threads read the mapping
+    if value != trailer.unpack_from(data, size - trailer.size)[0]:
         raise EntryError("checksum mismatch")
     return meta, kv
 
