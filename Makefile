@@ -39,8 +39,11 @@ run: $(RUN_STAMP) $(DEFAULT_MODEL)/config.json
 	@echo "  another port: make run ARGS=\"--port 8081\"; -v logs a line per request; Ctrl-C stops it"
 	$(BIN)/mlxd-server -m $(DEFAULT_MODEL) $(ARGS)
 
+# Two pytest-xdist workers (CI has 2 cores; TEST_WORKERS=auto for one per core, 0 for one process). --dist loadfile
+# keeps a file's tests on one worker, in order, so a module's daemon starts once.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # mypy over all of mlxd ([tool.mypy] in pyproject.toml), held at zero errors.
 typecheck: $(STAMP)

@@ -24,6 +24,7 @@ BLAS_REPORT = blas.preload(os.environ.get("MLXD_CPU_BLAS", "auto"))  # type: ign
 PRIVATE_RUNTIME_DIR = tempfile.mkdtemp(prefix="mlxd-test-run-")
 os.environ["XDG_RUNTIME_DIR"] = PRIVATE_RUNTIME_DIR
 
+import fcntl  # noqa: E402
 import hashlib  # noqa: E402
 import importlib.metadata  # noqa: E402
 import sys  # noqa: E402
@@ -63,15 +64,24 @@ def _recipe_key(preset: str, seed: int) -> str:
 
 def synthetic_checkpoint(preset: str = "tiny", seed: int = 0, passthrough: int = 0) -> Path:
     """The synthetic checkpoint for ``preset``/``seed`` (with ``passthrough`` do-nothing layers appended), made
-    once and kept under .cache/test-models/."""
+    once and kept under .cache/test-models/.
+
+    Safe from concurrent test processes (``make test`` runs pytest-xdist workers): the maker moves a finished
+    checkpoint into place whole, and a lock file per checkpoint makes the other processes wait for it rather than
+    make it again."""
     extra = f"-pass{passthrough}" if passthrough else ""
     out = TEST_MODELS / f"{preset}{extra}-seed{seed}-{_recipe_key(preset, seed)}"
-    if not (out / "config.json").exists():
-        try:
-            synth.make_checkpoint(out, preset=preset, seed=seed, passthrough=passthrough)
-        except FileExistsError:
-            if not (out / "config.json").exists():
-                raise
+    if (out / "config.json").exists():
+        return out
+    TEST_MODELS.mkdir(parents=True, exist_ok=True)
+    with open(TEST_MODELS / f".{out.name}.lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        if not (out / "config.json").exists():
+            try:
+                synth.make_checkpoint(out, preset=preset, seed=seed, passthrough=passthrough)
+            except FileExistsError:  # made by a process that does not take the lock (an older checkout's)
+                if not (out / "config.json").exists():
+                    raise
     return out
 
 

@@ -5,10 +5,12 @@ token holding the GIL: 80 ms for the 4 million tokens of a 10 MB text, during wh
 loop's ``/health`` included) runs. A child process builds that list under its own GIL and writes the ids as raw
 32-bit integers; the parent turns them into a list in small chunks, between which the other threads run.
 
-The child is one per such text (this file run by its path): it needs no lifecycle, and its memory
+The child is one per such text (``python -P .../child_tokenizer.py``): it needs no lifecycle, and its memory
 (the encoding of a 10 MB text is hundreds of MB) goes back to the system when it exits. Its start (about 0.1 s)
 is small against the seconds the text takes to tokenize. This module imports only the standard library and
-``tokenizers``, so that the child starts quickly.
+``tokenizers`` at its top, so that the child starts quickly; the child runs it by its path, not as
+``-m mlxd.api.child_tokenizer``, which would first import the packages mlxd and mlxd.api (sanic, pydantic, the
+routes: about 2 s of CPU per child), and with ``-P``, so that its own folder (mlxd/api/) is not put on sys.path.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import struct
 import subprocess
 import sys
 from array import array
+from pathlib import Path
 
 from tokenizers import Tokenizer
 
@@ -29,9 +32,7 @@ CHILD_CHARS = 4_000_000
 _CHUNK = 1 << 16
 _HEADER = struct.Struct("<QBQ")  # tokenizer JSON bytes, flags, text bytes
 _ADD_SPECIAL, _PLAIN_TEXT = 1, 2
-# The child runs this file by its path (``-P``: nothing of the working directory on sys.path): ``-m`` would import
-# the mlxd and mlxd.api packages first, sanic and pydantic with them, 2 s of CPU before the first token.
-_BOOT = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+_CHILD_SCRIPT = str(Path(__file__).resolve())
 
 
 def _as_list(ids: array) -> list[int]:
@@ -62,8 +63,9 @@ def _in_child(tokenizer: Tokenizer, text: str, add_special: bool) -> array | str
     spec = _spec(tokenizer)
     flags = (_ADD_SPECIAL if add_special else 0) | (_PLAIN_TEXT if tokenizer.encode_special_tokens else 0)
     try:
-        done = subprocess.run([sys.executable, "-P", "-c", _BOOT, __file__], input=_HEADER.pack(len(spec), flags, len(raw)) + spec
-                              + raw, capture_output=True, check=False)
+        done = subprocess.run([sys.executable, "-P", _CHILD_SCRIPT],
+                              input=_HEADER.pack(len(spec), flags, len(raw)) + spec + raw, capture_output=True,
+                              check=False)
     except OSError as e:
         return str(e)
     if done.returncode != 0:

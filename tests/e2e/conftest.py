@@ -21,7 +21,10 @@ import pytest
 
 BIN = Path(sys.executable).parent
 LISTENING = re.compile(r"listening on (\S+)")
-STATE_HOME = Path(__file__).resolve().parent.parent.parent / ".cache" / "test-state"
+# Under pytest-xdist (`make test`), one per worker (PYTEST_XDIST_WORKER: gw0, gw1, ...), so that daemons of
+# concurrent workers never share a conversation store.
+STATE_HOME = Path(__file__).resolve().parent.parent.parent / ".cache" / "test-state" / os.environ.get(
+    "PYTEST_XDIST_WORKER", "")
 
 
 @dataclass

@@ -4,6 +4,7 @@ collector's full passes, and what comes later is collected as ever."""
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 from mlxd.api.offload import freeze_startup_objects
@@ -20,8 +21,17 @@ def test_startup_objects_are_frozen_and_later_cycles_are_still_freed() -> None:
     startup = Cycle()
     startup_ref = weakref.ref(startup)
     try:
-        frozen = freeze_startup_objects()
-        assert frozen == gc.get_freeze_count() > 1000  # pytest, pydantic, mlx and mlxd's own modules at least
+        # Another thread (pytest-xdist's channel to its controller, a thread an earlier test left) that drops the
+        # last reference to a frozen object between the two counts would make them differ: with a switch interval
+        # this long, none runs in between.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(60)
+        try:
+            frozen = freeze_startup_objects()
+            count = gc.get_freeze_count()
+        finally:
+            sys.setswitchinterval(switch)
+        assert frozen == count > 1000  # pytest, pydantic, mlx and mlxd's own modules at least
         later = Cycle()
         later_ref = weakref.ref(later)
         del startup, later

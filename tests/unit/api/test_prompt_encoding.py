@@ -45,7 +45,7 @@ def child_for_all(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("child_for_all")
-def test_a_child_process_gives_the_same_ids(tiny_checkpoint: Path) -> None:
+def test_a_child_process_gives_the_same_ids(tiny_checkpoint: Path, caplog: pytest.LogCaptureFixture) -> None:
     long = "<|im_start|>user\nnaïve café, 東京 " * 400
     for path in _checkpoints(tiny_checkpoint):
         tokenizer = load_tokenizer(path)
@@ -56,6 +56,7 @@ def test_a_child_process_gives_the_same_ids(tiny_checkpoint: Path) -> None:
                 in_child = vocab.tokenize(long, add_special=add_special, parse_special=parse_special)
                 tokens = vocab._plain_text() if not parse_special else vocab.tokenizer
                 assert in_child == tokens.encode(long, add_special_tokens=add_special).ids
+    assert "child process failed" not in caplog.text  # the ids above came from children, not the fallback
 
 
 @pytest.mark.usefixtures("child_for_all")
