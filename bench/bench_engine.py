@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mlxd.engine import blas  # noqa: E402  (before mlx is imported)
+from mlxd.engine.cpu import blas  # noqa: E402  (before mlx is imported)
 
 BLAS = blas.preload("auto")
 
