@@ -12,7 +12,10 @@ falls on each alike), in milliseconds, medians of ``--repeat`` turns:
   mlx's per-operation cost);
 - ``sgemm`` and ``sgemv``: one row by the largest weight through ``cblas_sgemm`` and ``cblas_sgemv`` directly
   (mlx calls sgemm for every product; OpenBLAS may or may not forward a one-row sgemm to its gemv kernel);
-- ``prefill``: one prompt pass of ``--prompt-tokens`` tokens, and ``prefill_products`` its matrix products alone.
+- ``prefill``: one prompt pass of ``--prompt-tokens`` tokens, and ``prefill_products`` its matrix products alone;
+- ``prefill_exp`` and ``prefill_sigmoid``: the two elementwise functions of a prompt pass that mlx's CPU backend
+  computes one element at a time, over the pass's shapes for every layer: the softmax's exponentials of causal
+  attention (heads x tokens x tokens) and the MLP's SiLU (tokens x intermediate).
 
 Prints one JSON document. Not part of the test suite.
 """
@@ -143,6 +146,11 @@ def main() -> None:
         cache = make_prompt_cache(model)
         mx.eval(model(prompt, cache=cache)[:, -1, :])
 
+    args = model.args
+    layers = range(args.num_hidden_layers)
+    scores = mx.random.normal((1, args.num_attention_heads, n_prompt, n_prompt))
+    gate = mx.random.normal((1, n_prompt, args.intermediate_size))
+    mx.eval(scores, gate)
     for _ in range(a.repeat):
         for t in threads:
             lib.openblas_set_num_threads(t)
@@ -154,6 +162,8 @@ def main() -> None:
             f.setdefault("sgemv_1", []).append(timed(sgemv, 20))
             f.setdefault("prefill", []).append(timed(prefill, 1))
             f.setdefault("prefill_products", []).append(timed(products(n_prompt), 1))
+            f.setdefault("prefill_exp", []).append(timed(lambda: mx.eval([mx.exp(scores) for _ in layers]), 1))
+            f.setdefault("prefill_sigmoid", []).append(timed(lambda: mx.eval([mx.sigmoid(gate) for _ in layers]), 1))
     del prefill_cache
     result = {t: {k: {"median_ms": round(statistics.median(v), 3), "turns": [round(x, 3) for x in v]}
                   for k, v in f.items()} for t, f in figures.items()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -16,13 +17,15 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 from mlxd.engine import embed
 
 from mlxd.engine.batching import context_shift
 
 from mlxd.engine.loading import kv_types
-from mlxd.engine.cpu.affinity import keep_on_one_cpu
+from mlxd.engine.cpu.affinity import keep_on_one_cpu, pins
 from mlxd.engine.constraints import Constraints
 from mlxd.engine.batching.counters import DecodeCounter
 from mlxd.engine.batching.detokenize import fast_decoder
@@ -330,7 +333,14 @@ class ModelWorker(SlotActions):
     # -- the thread -----------------------------------------------------------------------------------------
     def _run(self) -> None:
         # Before the stream below exists, so that the stream's thread inherits the pin and policy (engine.affinity).
-        placement = keep_on_one_cpu() if self.settings.pin_cpu else None
+        placement = None
+        if self.settings.pin_cpu:
+            weights = weight_bytes(self.loaded.model) + (weight_bytes(self.draft.model) if self.draft else 0)
+            if pins(weights, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1):
+                placement = keep_on_one_cpu()
+            else:
+                log.info("model worker left to the kernel's placement: its model reads %d MiB of weights a token, "
+                         "a step is mostly matrix products (--worker-affinity auto)", weights // 2**20)
         if placement is not None:
             log.info("model worker pinned to CPU %d with its MLX stream thread, %s (--worker-affinity auto)",
                      placement.cpu, "batch scheduling" if placement.batch_policy else "normal scheduling (refused)")
@@ -399,3 +409,8 @@ class _TrackedHandle(RequestHandle):
         if isinstance(event, (FinalEvent, ErrorEvent)) and not self._ended:
             self._ended = True
             self._on_terminal()
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """The bytes of a model's parameters: what a decode step reads (``--worker-affinity auto`` pins by it)."""
+    return sum(int(a.nbytes) for _, a in tree_flatten(model.parameters()))
