@@ -413,4 +413,6 @@ class _TrackedHandle(RequestHandle):
 
 def weight_bytes(model: nn.Module) -> int:
     """The bytes of a model's parameters: what a decode step reads (``--worker-affinity auto`` pins by it)."""
-    return sum(int(a.nbytes) for _, a in tree_flatten(model.parameters()))
+    leaves = tree_flatten(model.parameters())
+    assert isinstance(leaves, list)  # tree_flatten gives a dict only when asked for one
+    return sum(int(array.nbytes) for _, array in leaves)
