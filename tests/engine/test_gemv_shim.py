@@ -48,7 +48,7 @@ def test_the_front_computes_a_one_row_product_as_sgemm_does(trans_a: int, trans_
     assert BLAS_REPORT.shim is not None
     sgemm = _sgemm(BLAS_REPORT.shim.handle)
     rng = np.random.default_rng(3)
-    k, n, lda = 300, 200, 7  # a transposed one-row A is a column: its elements lda apart
+    k, n, lda = 600, 500, 7  # a transposed one-row A is a column: its elements lda apart; 600 x 500 >= MIN_ELEMENTS
     a = rng.standard_normal((k, lda) if trans_a == TRANS else (1, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if trans_b == TRANS else (k, n)).astype(np.float32)
     c = rng.standard_normal((1, n)).astype(np.float32)
@@ -64,24 +64,41 @@ def test_the_front_computes_a_one_row_product_as_sgemm_does(trans_a: int, trans_
 
 
 @needs_front
-def test_products_of_more_rows_stay_with_sgemm() -> None:
+@pytest.mark.parametrize("garbage", [np.nan, np.inf])
+def test_with_beta_zero_the_output_s_old_contents_do_not_matter(garbage: float) -> None:
+    """mlx hands sgemm an uninitialised output with beta 0, as BLAS allows: sgemv must overwrite it too."""
     assert BLAS_REPORT.shim is not None
     sgemm = _sgemm(BLAS_REPORT.shim.handle)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((1, 640)).astype(np.float32), rng.standard_normal((512, 640)).astype(np.float32)
+    c = np.full((1, 512), garbage, np.float32)
+
+    sgemm(ROW_MAJOR, NO_TRANS, TRANS, 1, 512, 640, 1.0, _ptr(a), 640, _ptr(b), 640, 0.0, _ptr(c), 512)
+
+    assert np.isfinite(c).all()
+    assert_close(mx.array(c[0]), mx.array((a @ b.T)[0]), reduction=640, what="one-row product over garbage")
+
+
+@needs_front
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 1024, 512), (1, 64, 32)], ids=["three rows", "a small matrix"])
+def test_products_of_more_rows_or_small_matrices_stay_with_sgemm(m: int, k: int, n: int) -> None:
+    assert BLAS_REPORT.shim is not None and (m > 1 or k * n < gemv_shim.MIN_ELEMENTS)
+    sgemm = _sgemm(BLAS_REPORT.shim.handle)
     rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((3, 64)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
-    c = np.zeros((3, 32), np.float32)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
     before = BLAS_REPORT.shim.forwarded()
 
-    sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 3, 32, 64, 1.0, _ptr(a), 64, _ptr(b), 32, 0.0, _ptr(c), 32)
+    sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), n, 0.0, _ptr(c), n)
 
     assert BLAS_REPORT.shim.forwarded() == before
-    assert_close(mx.array(c), mx.array(a @ b), reduction=64, what="three-row product")
+    assert_close(mx.array(c), mx.array(a @ b), reduction=k, what="product left to sgemm")
 
 
 @needs_front
 def test_mlx_one_row_products_reach_the_front() -> None:
     x = mx.random.normal((2, 512), key=mx.random.key(5))
-    w = mx.random.normal((384, 512), key=mx.random.key(6))
+    w = mx.random.normal((1024, 512), key=mx.random.key(6))
     assert BLAS_REPORT.shim is not None
     before = BLAS_REPORT.shim.forwarded()
 
@@ -122,6 +139,8 @@ _GREEDY = textwrap.dedent(
     """
     import sys
     from mlxd.engine.cpu import blas
+    from mlxd.engine.cpu import gemv_shim
+    gemv_shim.MIN_ELEMENTS = 0  # every one-row product of the tiny fixture to sgemv, whatever its size
     report = blas.preload("auto", gemv=sys.argv[1])
     import mlx.core as mx
     from mlx_lm.generate import generate_step
@@ -130,6 +149,7 @@ _GREEDY = textwrap.dedent(
     prompt = loaded.tokenizer.encode("def fibonacci(n):\\n    return n")
     greedy = [int(t) for t, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=32)]
     print(report.shim is not None, report.summary().endswith("through sgemv"))
+    assert report.shim is None or report.shim.forwarded() > 0
     print(report.gemv)
     print(" ".join(map(str, greedy)))
     """

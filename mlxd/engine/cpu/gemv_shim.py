@@ -8,8 +8,9 @@ products sent to sgemv, with the same greedy tokens (docs/benchmarks.md, section
 products itself (its ``GEMM_GEMV_FORWARD`` build option), but the x86_64 builds on the package index and in
 Debian do not.
 
-So mlxd puts a ``cblas_sgemm`` of its own in front: a product of one row (M = 1, row-major, mlx's only layout)
-goes to ``cblas_sgemv``, every other one to OpenBLAS's ``cblas_sgemm`` unchanged. It is a few lines of C, compiled
+So mlxd puts a ``cblas_sgemm`` of its own in front: a product of one row (M = 1, row-major, mlx's only layout) by
+a matrix of at least ``MIN_ELEMENTS`` goes to ``cblas_sgemv``, every other one to OpenBLAS's ``cblas_sgemm``
+unchanged. It is a few lines of C, compiled
 on the machine by its C compiler (the one mlx's CPU ``compile`` uses for its fused kernels), into mlxd's cache
 directory once per source, compiler and machine. It is loaded into the global scope before OpenBLAS's names are,
 so that mlx's ``cblas_sgemm`` resolves to it; OpenBLAS's own two functions are handed to it by address. Without a
@@ -28,6 +29,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+# The smallest matrix (rows x columns of op(B)) whose one-row products go to sgemv: 1 MiB of float32. Below it the
+# matrix fits in cache, sgemm's packing costs little and OpenBLAS's small-matrix path is as fast as sgemv; sending the
+# many small products of attention (one per row and head) to sgemv instead cost the tiny fixture a quarter of its
+# 32-stream throughput (docs/benchmarks.md, section 9). Read when the front is loaded.
+MIN_ELEMENTS = 2**18
+
 SOURCE = r"""
 typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
                          float *, int);
@@ -35,12 +42,14 @@ typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const fl
 static sgemm_fn real_sgemm;
 static sgemv_fn real_sgemv;
 static long forwarded;
+static long min_elements;
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
-void mlxd_gemv_shim_init(sgemm_fn sgemm, sgemv_fn sgemv) {
+void mlxd_gemv_shim_init(sgemm_fn sgemm, sgemv_fn sgemv, long min_matrix) {
     real_sgemm = sgemm;
     real_sgemv = sgemv;
+    min_elements = min_matrix;
 }
 
 long mlxd_gemv_shim_forwarded(void) { return forwarded; }
@@ -48,7 +57,7 @@ long mlxd_gemv_shim_forwarded(void) { return forwarded; }
 /* C[1, N] = alpha * op(A)[1, K] op(B)[K, N] + beta * C as y = alpha * op(B)^T x + beta * y. */
 void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc) {
-    if (order == ROW_MAJOR && m == 1 && k > 0 && n > 0) {
+    if (order == ROW_MAJOR && m == 1 && k > 0 && n > 0 && (long)n * k >= min_elements) {
         int inc_x = trans_a == NO_TRANS ? 1 : lda;
         forwarded++;
         if (trans_b == NO_TRANS)
@@ -125,7 +134,7 @@ def load(path: Path, openblas: ctypes.CDLL) -> Shim:
     sgemm = ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p)
     sgemv = ctypes.cast(openblas.cblas_sgemv, ctypes.c_void_p)
     init = handle.mlxd_gemv_shim_init
-    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
     init.restype = None
-    init(sgemm, sgemv)
+    init(sgemm, sgemv, MIN_ELEMENTS)
     return Shim(handle, path)
