@@ -329,7 +329,9 @@ MLXD_HELP = {
                 "with the machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); "
                 "off: every product through sgemm",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
-                       "CPU the worker starts on, under the batch scheduling policy; off: leave both to the kernel",
+                       "CPU the worker starts on, under the batch scheduling policy, when its model reads at most "
+                       "256 MiB of weights a token (a bigger one's step is mostly matrix products); off: leave both "
+                       "to the kernel",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight requests (streams to their last byte) "
                         "before ending them with an error",
     "timeout-header": "seconds a client has, from a request's first byte, to send the whole request head (0: no "
