@@ -1,11 +1,13 @@
 """mlx-lm's own generation on each BLAS ``--cpu-blas`` can load, in fresh processes taking turns:
 ``python bench/bench_blas.py CHECKPOINT [--modes packaged,system] [--prompt-tokens 443] [--tokens 24] [--repeat 3]``;
-a mode may name an OpenBLAS thread count (``packaged:1``, as ``-t 1`` does).
+a mode may name an OpenBLAS thread count (``packaged:1``, as ``-t 1`` does), and ``/sgemm`` leaves one-row products
+to sgemm (``--cpu-gemv off``: ``packaged:1/sgemm``).
 
 Each turn runs every mode once, in a row, each in a new process that preloads its BLAS as the daemon does
 (mlxd.engine.cpu.blas), loads CHECKPOINT and runs ``mlx_lm.stream_generate`` greedily once untimed (warm-up) and once
 timed: prefill tokens/s of a ``--prompt-tokens`` prompt and decode tokens/s of ``--tokens`` tokens, as mlx-lm reports
-them, with the library's version and kernels. Medians of the turns. Prints one JSON document. Not part of the test
+them, with the library's version and kernels, and whether every turn of every mode drew the same greedy tokens.
+Medians of the turns. Prints one JSON document. Not part of the test
 suite.
 """
 
@@ -23,18 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 ONE = """
 import json, sys
 from mlxd.engine.cpu import blas
-mode, _, threads = sys.argv[1].partition(":")
-report = blas.preload(mode, threads=int(threads) if threads else None)
+spec, _, gemv = sys.argv[1].partition("/")
+mode, _, threads = spec.partition(":")
+report = blas.preload(mode, threads=int(threads) if threads else None, gemv="off" if gemv == "sgemm" else "auto")
 from mlx_lm import stream_generate
 from mlxd.engine.loading.loader import load_model
 loaded = load_model(sys.argv[2])
 n_prompt, n_tokens = int(sys.argv[3]), int(sys.argv[4])
 ids = [t % (loaded.vocab_size - 300) + 256 for t in range(7, 7 + 13 * n_prompt, 13)][:n_prompt]
 for _ in range(2):
-    last = None
+    last, tokens = None, []
     for last in stream_generate(loaded.model, loaded.tokenizer, ids, max_tokens=n_tokens):
-        pass
-print(json.dumps({"prefill": last.prompt_tps, "decode": last.generation_tps, "blas": report.summary()}))
+        tokens.append(last.token)
+print(json.dumps({"prefill": last.prompt_tps, "decode": last.generation_tps, "blas": report.summary(),
+                  "tokens": tokens}))
 """
 
 
@@ -57,8 +61,9 @@ def main() -> None:
                   "prefill_tok_s": statistics.median(float(x["prefill"]) for x in r),
                   "decode_tok_s": statistics.median(float(x["decode"]) for x in r),
                   "turns": r} for m, r in runs.items()}
+    greedy = {json.dumps(t["tokens"]) for r in runs.values() for t in r}
     print(json.dumps({"checkpoint": str(a.checkpoint), "prompt_tokens": a.prompt_tokens, "tokens": a.tokens,
-                      "repeat": a.repeat, "modes": result}, indent=1))
+                      "repeat": a.repeat, "same_greedy_tokens": len(greedy) == 1, "modes": result}, indent=1))
 
 
 if __name__ == "__main__":

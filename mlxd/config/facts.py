@@ -300,6 +300,7 @@ admin-token-file  value str?   ~          restart effect=restart,logging
 watch-config      pair  bool   false
 model-store-root  value str?   ~ effect=reload
 cpu-blas          value str    auto       {auto,system,packaged,bundled} restart
+cpu-gemv          value str    auto       {auto,off} restart
 worker-affinity   value str    auto       {auto,off} effect=reload
 shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
@@ -325,8 +326,14 @@ MLXD_HELP = {
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto (the packaged OpenBLAS unless the system's is newer), system "
                 "(OpenBLAS), packaged (the ngsolve-openblas wheel) or bundled",
+    "cpu-gemv": "auto: with an OpenBLAS loaded by --cpu-blas, send mlx's one-row matrix products (a decode step of "
+                "one sequence) to OpenBLAS's matrix-vector kernel, through a few lines of C that mlxd compiles "
+                "with the machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); "
+                "off: every product through sgemm",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
-                       "CPU the worker starts on, under the batch scheduling policy; off: leave both to the kernel",
+                       "CPU the worker starts on, under the batch scheduling policy, when its model reads at most "
+                       "256 MiB of weights a token (a bigger one's step is mostly matrix products); off: leave both "
+                       "to the kernel",
     "shutdown-timeout": "seconds a graceful shutdown waits for in-flight requests (streams to their last byte) "
                         "before ending them with an error",
     "timeout-header": "seconds a client has, from a request's first byte, to send the whole request head (0: no "

@@ -271,6 +271,7 @@ class Config(BaseModel):
     watch_config: bool = False
     model_store_root: str | None = None
     cpu_blas: str = 'auto'
+    cpu_gemv: str = 'auto'
     worker_affinity: str = 'auto'
     shutdown_timeout: float = 30.0
     timeout_header: float = 10.0

@@ -13,7 +13,7 @@ from mlxd.errors import ConfigError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.config import Config
-    from mlxd.engine import BlasMode, BlasReport
+    from mlxd.engine import BlasMode, BlasReport, GemvMode
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -82,7 +82,8 @@ def main(argv: list[str]) -> int:
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
         from mlxd.engine import preload_blas
 
-        chosen.append(preload_blas(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads))
+        chosen.append(preload_blas(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads,
+                                   gemv=cast("GemvMode", cfg.cpu_gemv)))
 
     try:
         resolved = resolve_serving(argv, env)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         server_constraint,
         ServerConstraint,
     )
-    from mlxd.engine.cpu.blas import BlasMode, BlasReport, check as check_blas, preload as preload_blas
+    from mlxd.engine.cpu.blas import BlasMode, BlasReport, check as check_blas, GemvMode, preload as preload_blas
     from mlxd.engine.distributed.serve import serve_group
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loading.devices import available_devices, MIB
@@ -95,6 +95,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "disk_cache_summary": ("mlxd.engine.batching.prompt_cache.disk_tier", "summary"),
     "ErrorEvent": ("mlxd.engine.types", "ErrorEvent"),
     "FinalEvent": ("mlxd.engine.types", "FinalEvent"),
+    "GemvMode": ("mlxd.engine.cpu.blas", "GemvMode"),
     "GenerationRequest": ("mlxd.engine.types", "GenerationRequest"),
     "load_chat_template": ("mlxd.engine.chat", "load_chat_template"),
     "load_model": ("mlxd.engine.loading.loader", "load_model"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -16,13 +17,15 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 from mlxd.engine import embed
 
 from mlxd.engine.batching import context_shift
 
 from mlxd.engine.loading import kv_types
-from mlxd.engine.cpu.affinity import keep_on_one_cpu
+from mlxd.engine.cpu.affinity import keep_on_one_cpu, pins
 from mlxd.engine.constraints import Constraints
 from mlxd.engine.batching.counters import DecodeCounter
 from mlxd.engine.batching.detokenize import fast_decoder
@@ -97,6 +100,8 @@ class ModelWorker(SlotActions):
         self._stopping = False
         self._spill_deadline = 0.0  # until when a stopping worker writes its prompt cache to the disk tier
         self._thread: Job | None = None  # the worker loop on its parked thread (engine.threads)
+        self._weights = 0  # bytes of weights a token reads, and whether the worker pins: decided at start
+        self._pins = False
 
     def _attach_disk(self, directory: str, max_mib: int) -> None:
         """Put the disk tier (``--cache-disk``) under the prompt cache, keyed by what produces this worker's KV."""
@@ -127,8 +132,12 @@ class ModelWorker(SlotActions):
             if self._thread is not None:
                 return
             self._accepting, self._stopping = True, False
+            # Decided here: the parked thread is taken from the pool of pinned threads or of never-pinned ones.
+            self._weights = weight_bytes(self.loaded.model) + (weight_bytes(self.draft.model) if self.draft else 0)
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+            self._pins = self.settings.pin_cpu and pins(self._weights, cpus)
             self._thread = start_on_parked_thread(self._run, name=f"mlxd-worker-{self.loaded.name}",
-                                                  pinned=self.settings.pin_cpu)
+                                                  pinned=self._pins)
 
     def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
         """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest.
@@ -333,7 +342,10 @@ class ModelWorker(SlotActions):
     def _run(self) -> None:
         # Before the first MLX call makes the stream, so that the stream's thread inherits the pin and policy
         # (engine.cpu.affinity).
-        placement = keep_on_one_cpu() if self.settings.pin_cpu else None
+        placement = keep_on_one_cpu() if self._pins else None
+        if self.settings.pin_cpu and not self._pins:
+            log.info("model worker left to the kernel's placement: its model reads %d MiB of weights a token, "
+                     "a step is mostly matrix products (--worker-affinity auto)", self._weights // 2**20)
         if placement is not None:
             log.info("model worker pinned to CPU %d with its MLX stream thread, %s (--worker-affinity auto)",
                      placement.cpu, "batch scheduling" if placement.batch_policy else "normal scheduling (refused)")
@@ -403,3 +415,10 @@ class _TrackedHandle(RequestHandle):
         if isinstance(event, (FinalEvent, ErrorEvent)) and not self._ended:
             self._ended = True
             self._on_terminal()
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """The bytes of a model's parameters: what a decode step reads (``--worker-affinity auto`` pins by it)."""
+    leaves = tree_flatten(model.parameters())
+    assert isinstance(leaves, list)  # tree_flatten gives a dict only when asked for one
+    return sum(int(array.nbytes) for _, array in leaves)

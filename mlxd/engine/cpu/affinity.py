@@ -15,6 +15,12 @@ few hundred hand-offs per decode step. Two things make those hand-offs cheap:
 
 Figures: docs/benchmarks.md, section 1. Both settings are inherited by the threads a thread starts, so setting
 them on the worker before it makes its stream covers both threads, and only those.
+
+Both gains are on the hand-offs, a fixed cost per step. A model whose step is mostly matrix products gains little
+from them, and a thread kept on one CPU cannot move away from a CPU that other work has taken (a decode step of a
+few rows runs on one OpenBLAS thread: engine.cpu.blas_threads). So ``auto`` pins by what the model costs: a worker
+whose model reads at most ``PIN_MAX_BYTES`` of weights a token is pinned, a bigger one is left to the kernel
+(docs/benchmarks.md, section 9).
 """
 
 from __future__ import annotations
@@ -36,6 +42,17 @@ def current_cpu() -> int | None:
     except (OSError, AttributeError):
         return None
     return cpu if cpu >= 0 else None
+
+
+# The most weight bytes a token may read for ``--worker-affinity auto`` to pin the worker: the tiny and small
+# synthetic models (0.4 MB, 190 MB in float32) gain from the pin; the 180M-parameter one (726 MB) does not.
+PIN_MAX_BYTES = 256 * 2**20
+
+
+def pins(weight_bytes: int, cpus: int) -> bool:
+    """Whether ``--worker-affinity auto`` pins the worker of a model that reads ``weight_bytes`` of weights a token,
+    on a machine that allows this process ``cpus`` CPUs (one CPU leaves nothing to choose)."""
+    return cpus >= 2 and weight_bytes <= PIN_MAX_BYTES
 
 
 class Placement(NamedTuple):

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from mlxd.engine.cpu import gfortran
+from mlxd.engine.cpu import blas_threads, gemv_shim, gfortran
 from mlxd.engine.cpu.blas_kernel import Kernel, generic_warning, identify, read_cpu_flags
 from mlxd.engine.cpu.blas_libs import (
     PACKAGED_DIST,
@@ -31,11 +31,13 @@ from mlxd.engine.cpu.blas_libs import (
 )
 from mlxd.errors import EngineError
 
-__all__ = ["MODES", "THREAD_TIMEOUT", "BlasMode", "BlasReport", "check", "find_openblas", "find_packaged", "preload"]
+__all__ = ["GEMV_MODES", "MODES", "GemvMode", "THREAD_TIMEOUT", "BlasMode", "BlasReport", "check", "find_openblas", "find_packaged", "preload"]
 
 BlasMode = Literal["auto", "system", "packaged", "bundled"]
 BlasChoice = Literal["system", "packaged", "bundled", "platform"]
 MODES: tuple[BlasMode, ...] = ("auto", "system", "packaged", "bundled")
+GemvMode = Literal["auto", "off"]
+GEMV_MODES: tuple[GemvMode, ...] = ("auto", "off")
 
 log = logging.getLogger("mlxd.engine.cpu.blas")
 
@@ -59,27 +61,36 @@ class BlasReport:
     thread_timeout: int | None = None  # OPENBLAS_THREAD_TIMEOUT in force (2^N cycles), when mlxd loaded OpenBLAS
     kernel: Kernel | None = None  # what the loaded OpenBLAS says of itself
     warning: str | None = None  # logged as a warning: generic kernels on a CPU with AVX2 or AVX-512
+    gemv: str | None = None  # --cpu-gemv: how one-row products run (mlxd.engine.cpu.gemv_shim), when OpenBLAS loaded
+    shim: gemv_shim.Shim | None = None  # the loaded sgemm front, when one-row products go to sgemv
+    by_work: int | None = None  # without --threads: OpenBLAS's count for passes of many rows (engine.cpu.blas_threads)
 
     def describe(self) -> str:
         """One line for the startup log."""
         where = f" ({self.library}" + (f", {self.threads} threads)" if self.threads else ")") if self.library else ""
         kernel = f"; {self.kernel.describe()}" if self.kernel else ""
         spin = f"; idle threads sleep after 2^{self.thread_timeout} cycles" if self.thread_timeout else ""
-        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{kernel}{spin}"
+        gemv = f"; {self.gemv}" if self.gemv else ""
+        by_work = (f"; OpenBLAS threads by the work: 1 for a decode step of up to {blas_threads.FEW_ROWS} rows, "
+                   f"{self.by_work} for other passes (--threads sets one count for all)") if self.by_work else ""
+        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{kernel}{spin}{gemv}{by_work}"
 
     def summary(self) -> str:
         """The choice, the library's version and its kernels, for ``/props``'s build_info."""
-        return f"{self.chosen}, {self.kernel.describe()}" if self.kernel else self.chosen
+        text = f"{self.chosen}, {self.kernel.describe()}" if self.kernel else self.chosen
+        return text + (", one-row products through sgemv" if self.shim is not None else "")
 
 
 _report: BlasReport | None = None
 
 
-def preload(mode: BlasMode = "auto", *, threads: int | None = None) -> BlasReport:
+def preload(mode: BlasMode = "auto", *, threads: int | None = None, gemv: GemvMode = "auto") -> BlasReport:
     """Load an OpenBLAS ahead of mlx when ``mode`` allows it; call before anything imports mlx.
 
     ``threads`` (``--threads``), when positive, sets OpenBLAS's thread count, which it reads once, at load;
     otherwise OpenBLAS decides (OPENBLAS_NUM_THREADS if the operator set it, else one thread per CPU).
+    ``gemv`` (``--cpu-gemv``): ``auto`` sends one-row products to OpenBLAS's sgemv where a C compiler can build the
+    front that does it (mlxd.engine.cpu.gemv_shim); ``off`` leaves every product to sgemm.
     The first call decides for the whole process; later calls with the same mode return the same report.
     ``system`` and ``packaged`` raise :class:`EngineError` when that library is missing or cannot be loaded, or mlx
     was imported too early.
@@ -87,20 +98,22 @@ def preload(mode: BlasMode = "auto", *, threads: int | None = None) -> BlasRepor
     global _report
     if mode not in MODES:
         raise _unknown(mode)
+    if gemv not in GEMV_MODES:
+        raise EngineError(f"cpu-gemv: unknown mode {gemv!r}; choose auto or off")
     if _report is not None:
         if _report.mode != mode and _report.chosen != "platform":
             raise EngineError(
                 f"cpu-blas {mode}: the BLAS was already chosen for this process ({_report.describe()})"
             )
         return _report
-    _report = _decide(mode, threads if threads and threads > 0 else None)
+    _report = _decide(mode, threads if threads and threads > 0 else None, gemv)
     log.info("%s", _report.describe())
     if _report.warning:
         log.warning("%s", _report.warning)
     return _report
 
 
-def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
+def _decide(mode: BlasMode, threads: int | None, gemv: GemvMode) -> BlasReport:
     if sys.platform != "linux":
         return BlasReport(mode, "platform", None, f"{sys.platform} uses the platform's BLAS; nothing to load")
     if _has_cuda_backend():
@@ -128,7 +141,7 @@ def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
     failures: list[str] = []
     for library in dict.fromkeys(order):  # the choice first, then the other one if it will not load
         try:
-            handle, how = _load(library)
+            handle, how, shim, gemv_note = _load(library, gemv)
         except OSError as exc:
             if mode != "auto":
                 raise EngineError(f"cpu-blas {mode}: cannot load {library.path}: {exc}") from exc
@@ -136,21 +149,43 @@ def _decide(mode: BlasMode, threads: int | None) -> BlasReport:
             continue
         kernel = identify(handle)
         why = "; ".join([*failures, reason + how])
+        by_work = blas_threads.enable(handle) if threads is None else None
         return BlasReport(mode, library.source, library.path, why, threads, _thread_timeout(), kernel,
-                          generic_warning(kernel, read_cpu_flags()))
+                          generic_warning(kernel, read_cpu_flags()), gemv_note, shim,
+                          by_work.full if by_work is not None else None)
     return BlasReport(mode, "bundled", None, "; ".join(failures) or reason)
 
 
-def _load(library: Library) -> tuple[ctypes.CDLL, str]:
+def _load(library: Library, gemv: GemvMode) -> tuple[ctypes.CDLL, str, gemv_shim.Shim | None, str]:
     """Load ``library`` into the global scope; the packaged one with mlx-cpu's libgfortran where the system has
-    none. Returns the handle and how it was loaded (for the log)."""
+    none; with ``gemv`` auto, the sgemm front (mlxd.engine.cpu.gemv_shim) ahead of it. Returns the handle, how it was
+    loaded, the front, and what became of one-row products (for the log)."""
+    how = ""
     try:
-        return ctypes.CDLL(library.path, mode=ctypes.RTLD_GLOBAL), ""
+        local = ctypes.CDLL(library.path, mode=ctypes.RTLD_LOCAL)
     except OSError as exc:
         if library.source != "packaged" or "libgfortran" not in str(exc):
             raise
-    runtime = gfortran.provide()
-    return ctypes.CDLL(library.path, mode=ctypes.RTLD_GLOBAL), f", with mlx-cpu's Fortran runtime ({runtime.name})"
+        runtime = gfortran.provide()
+        local = ctypes.CDLL(library.path, mode=ctypes.RTLD_LOCAL)
+        how = f", with mlx-cpu's Fortran runtime ({runtime.name})"
+    shim, note = _front(local, gemv)
+    # Loading it again with RTLD_GLOBAL makes its names global, after the front's cblas_sgemm.
+    return ctypes.CDLL(library.path, mode=ctypes.RTLD_GLOBAL), how, shim, note
+
+
+def _front(openblas: ctypes.CDLL, gemv: GemvMode) -> tuple[gemv_shim.Shim | None, str]:
+    """The sgemm front that sends one-row products to sgemv, where asked for and buildable, and a note for the log."""
+    if gemv == "off":
+        return None, "cpu-gemv off: one-row products through sgemm"
+    cc = gemv_shim.compiler()
+    if cc is None:
+        return None, "cpu-gemv auto: no C compiler to build the sgemv front, so one-row products go through sgemm"
+    try:
+        shim = gemv_shim.load(gemv_shim.build(cc), openblas)
+    except (OSError, AttributeError) as exc:
+        return None, f"cpu-gemv auto: one-row products through sgemm (the sgemv front failed: {exc})"
+    return shim, f"cpu-gemv auto: one-row products through sgemv ({shim.path})"
 
 
 def check(mode: str) -> None:
