@@ -68,7 +68,9 @@ def keep_on_one_cpu() -> Placement | None:
     (Linux, MLX on the CPU device, more than one CPU allowed); None when the thread was left as it was."""
     if not sys.platform.startswith("linux") or mx.default_device() != mx.cpu:
         return None
-    allowed = os.sched_getaffinity(0)
+    # The process's CPUs (its first thread's), not the calling thread's: a parked worker thread that an earlier
+    # worker pinned (engine.threads) allows one CPU, and keeps it.
+    allowed = os.sched_getaffinity(os.getpid())
     if len(allowed) < 2:
         return None
     cpu = current_cpu()
