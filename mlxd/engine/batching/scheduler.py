@@ -27,7 +27,6 @@ import mlx.nn as nn
 from mlxd.engine.batching.batch import DecodeBatch
 from mlxd.engine.batching.compiled import CompiledStep
 from mlxd.engine.constraints import Constraints
-from mlxd.engine.cpu import blas_threads
 from mlxd.engine.batching.counters import DecodeCounter
 from mlxd.engine.batching.decode import Decoding
 from mlxd.engine.batching.slots import idle as idle_slots
@@ -212,7 +211,6 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
         if self.prefilling and self.settings.cont_batching:
             self._prefill_phase()
         if len(self.batch):
-            blas_threads.for_rows(len(self.batch))  # a few rows: one OpenBLAS thread (engine.cpu.blas_threads)
             # Each token goes out as its phase ends, with one wake-up per reading event loop.
             with deferred_wakeups():
                 try:
@@ -225,7 +223,6 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
             self._prefill_phase()
 
     def _prefill_phase(self) -> None:
-        blas_threads.for_rows(self.settings.batch_size)  # prompt passes: OpenBLAS's own thread count
         with deferred_wakeups():
             self._prefill(max(1, self.settings.batch_size - len(self.batch)))
 

@@ -17,8 +17,8 @@ Figures: docs/benchmarks.md, section 1. Both settings are inherited by the threa
 them on the worker before it makes its stream covers both threads, and only those.
 
 Both gains are on the hand-offs, a fixed cost per step. A model whose step is mostly matrix products gains little
-from them, and a thread kept on one CPU cannot move away from a CPU that other work has taken (a decode step of a
-few rows runs on one OpenBLAS thread: engine.cpu.blas_threads). So ``auto`` pins by what the model costs: a worker
+from them, and a thread kept on one CPU cannot move away from a CPU that other work (OpenBLAS's own threads
+included) has taken. So ``auto`` pins by what the model costs: a worker
 whose model reads at most ``PIN_MAX_BYTES`` of weights a token is pinned, a bigger one is left to the kernel
 (docs/benchmarks.md, section 9).
 """

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from typing import Literal
 
-from mlxd.engine.cpu import blas_threads, gemv_shim, gfortran
+from mlxd.engine.cpu import gemv_shim, gfortran
 from mlxd.engine.cpu.blas_kernel import Kernel, generic_warning, identify, read_cpu_flags
 from mlxd.engine.cpu.blas_libs import (
     PACKAGED_DIST,
@@ -63,7 +63,6 @@ class BlasReport:
     warning: str | None = None  # logged as a warning: generic kernels on a CPU with AVX2 or AVX-512
     gemv: str | None = None  # --cpu-gemv: how one-row products run (mlxd.engine.cpu.gemv_shim), when OpenBLAS loaded
     shim: gemv_shim.Shim | None = None  # the loaded sgemm front, when one-row products go to sgemv
-    by_work: int | None = None  # without --threads: OpenBLAS's count for passes of many rows (engine.cpu.blas_threads)
 
     def describe(self) -> str:
         """One line for the startup log."""
@@ -71,9 +70,7 @@ class BlasReport:
         kernel = f"; {self.kernel.describe()}" if self.kernel else ""
         spin = f"; idle threads sleep after 2^{self.thread_timeout} cycles" if self.thread_timeout else ""
         gemv = f"; {self.gemv}" if self.gemv else ""
-        by_work = (f"; OpenBLAS threads by the work: 1 for a decode step of up to {blas_threads.FEW_ROWS} rows, "
-                   f"{self.by_work} for other passes (--threads sets one count for all)") if self.by_work else ""
-        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{kernel}{spin}{gemv}{by_work}"
+        return f"cpu-blas {self.mode}: {self.chosen}{where}: {self.reason}{kernel}{spin}{gemv}"
 
     def summary(self) -> str:
         """The choice, the library's version and its kernels, for ``/props``'s build_info."""
@@ -149,10 +146,8 @@ def _decide(mode: BlasMode, threads: int | None, gemv: GemvMode) -> BlasReport:
             continue
         kernel = identify(handle)
         why = "; ".join([*failures, reason + how])
-        by_work = blas_threads.enable(handle) if threads is None else None
         return BlasReport(mode, library.source, library.path, why, threads, _thread_timeout(), kernel,
-                          generic_warning(kernel, read_cpu_flags()), gemv_note, shim,
-                          by_work.full if by_work is not None else None)
+                          generic_warning(kernel, read_cpu_flags()), gemv_note, shim)
     return BlasReport(mode, "bundled", None, "; ".join(failures) or reason)
 
 
