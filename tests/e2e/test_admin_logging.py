@@ -38,9 +38,11 @@ def daemon(tiny_checkpoint: Path) -> Iterator[tuple[RunningServer, Path, Path]]:
     with open(home / "stdout.log", "wb") as out:  # with --log-file, stdout and stderr carry nothing
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     running = RunningServer(process, home / "stdout.log", argv=argv)
-    wait_for(lambda: "listening on" in _read(log_file) or process.poll() is not None, 60, "the daemon to listen")
+    # The public listener logs first; the admin socket this module talks to exists once the admin one has.
+    wait_for(lambda: "admin listening on" in _read(log_file) or process.poll() is not None, 60,
+             "the daemon's admin listener")
     assert process.poll() is None, running.log()
-    running.base_url = re.search(r"listening on (\S+)", _read(log_file)).group(1)
+    running.base_url = re.search(r"(?<!admin )listening on (\S+)", _read(log_file)).group(1)
     with admin(sock, SECRETS["admin-token"]) as client:
         wait_for(lambda: client.get("/v1/status").json()["state"] == "serving", 60, "the daemon to serve")
     yield running, sock, log_file
