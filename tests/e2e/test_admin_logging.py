@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import stat
 import subprocess
 from pathlib import Path
@@ -38,13 +39,17 @@ def daemon(tiny_checkpoint: Path) -> Iterator[tuple[RunningServer, Path, Path]]:
     with open(home / "stdout.log", "wb") as out:  # with --log-file, stdout and stderr carry nothing
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     running = RunningServer(process, home / "stdout.log", argv=argv)
-    # The public listener logs first; the admin socket this module talks to exists once the admin one has.
-    wait_for(lambda: "admin listening on" in _read(log_file) or process.poll() is not None, 60,
-             "the daemon's admin listener")
-    assert process.poll() is None, running.log()
-    running.base_url = re.search(r"(?<!admin )listening on (\S+)", _read(log_file)).group(1)
-    with admin(sock, SECRETS["admin-token"]) as client:
-        wait_for(lambda: client.get("/v1/status").json()["state"] == "serving", 60, "the daemon to serve")
+    try:
+        # The public listener logs first; the admin socket this module talks to exists once the admin one has.
+        wait_for(lambda: "admin listening on" in _read(log_file) or process.poll() is not None, 60,
+                 "the daemon's admin listener")
+        assert process.poll() is None, running.log()
+        running.base_url = re.search(r"(?<!admin )listening on (\S+)", _read(log_file)).group(1)
+        with admin(sock, SECRETS["admin-token"]) as client:
+            wait_for(lambda: client.get("/v1/status").json()["state"] == "serving", 60, "the daemon to serve")
+    except BaseException:
+        running.stop(signal.SIGKILL)  # a failed setup leaves no daemon behind
+        raise
     yield running, sock, log_file
     assert running.stop() == 0, running.log() + _read(log_file)[-3000:]
     shutil.rmtree(home, ignore_errors=True)
