@@ -13,7 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from mlxd.daemon.served import lora_overrides
+from mlxd.errors import EngineError
+
 if TYPE_CHECKING:
+    from mlxd.config import Config
     from mlxd.engine import ServedModel
     from mlxd.daemon.pool_change import PoolChange
     from mlxd.daemon.router import ModelPool
@@ -43,6 +47,13 @@ class LoraScales:
     """The served model's server-wide LoRA scales (id -> scale; adapters not named get 0), as ``lora-scaled``."""
 
     scales: Mapping[int, float]
+
+    def as_patch(self, config: "Config", model: "ServedModel | None") -> Patch:
+        """The admin layer's ``lora-scaled`` (and what it replaces) giving ``model``'s adapters these scales; an
+        unknown id or a non-finite scale raises."""
+        if model is None:
+            raise EngineError("no model is loaded: LoRA scales belong to a loaded model")
+        return Patch(lora_overrides(config, model.worker.lora.check(dict(self.scales))))
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from mlxd.daemon.events import EventBus
 from mlxd.daemon.logs import configure_logging, redact
 from mlxd.daemon.model_lifecycle import ModelLifecycle
 from mlxd.daemon.notify import Notifier
-from mlxd.daemon.served import live_scales, lora_overrides, refresh
-from mlxd.errors import AdminError, EngineError, MlxdError
+from mlxd.daemon.served import live_scales, refresh
+from mlxd.errors import AdminError, MlxdError
 from mlxd.schemas.admin import ModelStateName
 
 if TYPE_CHECKING:
@@ -133,7 +133,8 @@ class Controller(ModelLifecycle):
             self._check_etag(if_match)
             if isinstance(action, (Reread, Patch, Replace, LoraScales)):
                 try:
-                    wanted = Patch(self._scaled(action.scales)) if isinstance(action, LoraScales) else action
+                    wanted = action.as_patch(self.resolved.config, self.serving.model) \
+                        if isinstance(action, LoraScales) else action
                     desired, overrides, base = await asyncio.to_thread(
                         admin_layer.desired, wanted, running=self.resolved, overrides=self.overrides, base=self.base,
                         argv=self.argv, env=self.env)
@@ -147,14 +148,6 @@ class Controller(ModelLifecycle):
             if isinstance(action, Sleep):
                 return await self._sleep(action)
             return await self._wake(action)
-
-    def _scaled(self, scales: Mapping[int, float]) -> dict[str, Any]:
-        """``lora-scaled`` (and what it replaces) giving the served model's adapters ``scales``; an unknown id or a
-        non-finite scale raises."""
-        model = self.serving.model
-        if model is None:
-            raise EngineError("no model is loaded: LoRA scales belong to a loaded model")
-        return lora_overrides(self.resolved.config, model.worker.lora.check(dict(scales)))
 
     # -- the triggers, each one typed action ------------------------------------------------------------------
     async def reload(self, trigger: str = "sighup", *, dry_run: bool = False) -> ChangeResult:

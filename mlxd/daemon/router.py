@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlxd.daemon.pool_change import PoolChange, PoolOwner, PoolStep
-from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, RoomSignal, meta, visible
+from mlxd.daemon.router_entry import DEFAULT_STOP_TIMEOUT, Entry, ModelLimit, RoomSignal, visible
 from mlxd.daemon.router_events import PoolEvents
 from mlxd.engine import release_freed_memory
 from mlxd.errors import EngineError, InvalidRequest, MlxdError, Unavailable
@@ -77,10 +77,7 @@ class ModelPool:
         """The model a name or alias refers to (rule 2.16), or None."""
         if name in self._entries:
             return name
-        for entry in self._entries.values():
-            if name in entry.aliases:
-                return entry.name
-        return None
+        return next((entry.name for entry in self._entries.values() if name in entry.aliases), None)
 
     # -- requests ---------------------------------------------------------------------------------------------
     async def acquire(self, name: str | None, autoload: bool | None, *, touch: bool) -> "ServedModel":
@@ -336,9 +333,7 @@ class ModelPool:
         self._set(entry, "loaded")
         self._steps.append(PoolStep(entry.trigger, entry.name, "loaded"))
         log.info("model name=%s loaded in %.2f s", entry.name, time.monotonic() - entry.started)
-        self.events.loaded(entry, {
-            "id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
-            "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)})
+        self.events.loaded(entry, served)
 
     async def _make_room(self, incoming: Entry, *, idle_only: bool = False) -> None:
         """Evict least recently used models until ``incoming`` fits under --models-max (called under the owner's

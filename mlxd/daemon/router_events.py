@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from mlxd.daemon.router_entry import meta
+
 if TYPE_CHECKING:
     from mlxd.daemon.router_entry import Entry
+    from mlxd.engine import ServedModel
 
 _PROGRESS = {"stages": ["text_model"], "current": "text_model"}
 
@@ -50,7 +53,9 @@ class PoolEvents:
         self.publish(entry.name, "model_status", {"status": "loading"})
         self.publish(entry.name, "status_change", {"status": "loading", "progress": {**_PROGRESS, "value": 0.0}})
 
-    def loaded(self, entry: "Entry", info: dict[str, Any]) -> None:
+    def loaded(self, entry: "Entry", served: "ServedModel") -> None:
+        info = {"id": entry.name, "aliases": entry.aliases or [entry.name], "tags": list(entry.spec.config.tags or []),
+                "object": "model", "created": int(served.loaded_at), "owned_by": "llamacpp", "meta": meta(served)}
         self.publish(entry.name, "status_change", {"status": "loading", "progress": {**_PROGRESS, "value": 1.0}})
         self.publish(entry.name, "status_change", {"status": "loaded", "info": info})
 

@@ -94,7 +94,7 @@ def test_auto_pins_a_worker_by_the_weights_its_model_reads_a_token(weights: int,
 def test_the_weights_a_model_reads_are_its_parameters_bytes(tiny_model: object) -> None:
     from mlx.utils import tree_flatten
 
-    from mlxd.engine.batching.worker import weight_bytes
+    from mlxd.engine.cpu.affinity import weight_bytes
 
     model = tiny_model.model  # type: ignore[attr-defined]
     sizes = [a.size * a.itemsize for _, a in tree_flatten(model.parameters())]

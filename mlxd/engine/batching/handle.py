@@ -129,3 +129,19 @@ class RequestHandle:
         if isinstance(event, (FinalEvent, ErrorEvent)):
             self._done = True
         return event
+
+
+class TrackedHandle(RequestHandle):
+    """A handle that tells the worker when its request has ended (for the queue bound and draining)."""
+
+    def __init__(self, request: GenerationRequest, id_task: int, on_cancel: Callable[[RequestHandle], None],
+                 on_terminal: Callable[[], None]) -> None:
+        super().__init__(request, id_task, on_cancel)
+        self._on_terminal = on_terminal
+        self._ended = False
+
+    def push(self, event: Event) -> None:
+        super().push(event)
+        if isinstance(event, (FinalEvent, ErrorEvent)) and not self._ended:
+            self._ended = True
+            self._on_terminal()

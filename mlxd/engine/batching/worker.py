@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -17,19 +16,17 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 import mlx.core as mx
-import mlx.nn as nn
-from mlx.utils import tree_flatten
 
 from mlxd.engine import embed
 
 from mlxd.engine.batching import context_shift
 
 from mlxd.engine.loading import kv_types
-from mlxd.engine.cpu.affinity import keep_on_one_cpu, pins
+from mlxd.engine.cpu.affinity import keep_on_one_cpu, pins, weight_bytes
 from mlxd.engine.constraints import Constraints
 from mlxd.engine.batching.counters import DecodeCounter
 from mlxd.engine.batching.detokenize import fast_decoder
-from mlxd.engine.batching.handle import RequestHandle
+from mlxd.engine.batching.handle import RequestHandle, TrackedHandle
 from mlxd.engine.loading.loader import LoadedModel
 from mlxd.engine.loading.lora import LoraSet
 from mlxd.engine.batching.samplers import ChainSampling, TokenizerVocab
@@ -134,8 +131,7 @@ class ModelWorker(SlotActions):
             self._accepting, self._stopping = True, False
             # Decided here: the parked thread is taken from the pool of pinned threads or of never-pinned ones.
             self._weights = weight_bytes(self.loaded.model) + (weight_bytes(self.draft.model) if self.draft else 0)
-            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-            self._pins = self.settings.pin_cpu and pins(self._weights, cpus)
+            self._pins = self.settings.pin_cpu and pins(self._weights)
             self._thread = start_on_parked_thread(self._run, name=f"mlxd-worker-{self.loaded.name}",
                                                   pinned=self._pins)
 
@@ -221,7 +217,7 @@ class ModelWorker(SlotActions):
                 )
             self._in_flight += 1
             self._next_task += 1
-            handle = _TrackedHandle(request, self._next_task, self._on_cancel, self._on_terminal)
+            handle = TrackedHandle(request, self._next_task, self._on_cancel, self._on_terminal)
             self._inbox.append(("submit", handle))
             self._cv.notify_all()
         return handle
@@ -400,25 +396,3 @@ class ModelWorker(SlotActions):
                 self.scheduler.cancel_all("internal error in the model worker")
             if self.scheduler.idle:
                 mx.clear_cache()  # give MLX's buffer cache back between bursts, as mlx_lm does
-
-
-class _TrackedHandle(RequestHandle):
-    """A handle that tells the worker when its request has ended (for the queue bound and draining)."""
-
-    def __init__(self, request: GenerationRequest, id_task: int, on_cancel: Any, on_terminal: Any) -> None:
-        super().__init__(request, id_task, on_cancel)
-        self._on_terminal = on_terminal
-        self._ended = False
-
-    def push(self, event: Event) -> None:
-        super().push(event)
-        if isinstance(event, (FinalEvent, ErrorEvent)) and not self._ended:
-            self._ended = True
-            self._on_terminal()
-
-
-def weight_bytes(model: nn.Module) -> int:
-    """The bytes of a model's parameters: what a decode step reads (``--worker-affinity auto`` pins by it)."""
-    leaves = tree_flatten(model.parameters())
-    assert isinstance(leaves, list)  # tree_flatten gives a dict only when asked for one
-    return sum(int(array.nbytes) for _, array in leaves)

@@ -32,6 +32,8 @@ import sys
 from typing import NamedTuple
 
 import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 
 def current_cpu() -> int | None:
@@ -49,10 +51,19 @@ def current_cpu() -> int | None:
 PIN_MAX_BYTES = 256 * 2**20
 
 
-def pins(weight_bytes: int, cpus: int) -> bool:
+def pins(weight_bytes: int, cpus: int | None = None) -> bool:
     """Whether ``--worker-affinity auto`` pins the worker of a model that reads ``weight_bytes`` of weights a token,
-    on a machine that allows this process ``cpus`` CPUs (one CPU leaves nothing to choose)."""
+    on a machine that allows this process ``cpus`` CPUs (default: the process's; one leaves nothing to choose)."""
+    if cpus is None:
+        cpus = len(os.sched_getaffinity(os.getpid())) if hasattr(os, "sched_getaffinity") else 1
     return cpus >= 2 and weight_bytes <= PIN_MAX_BYTES
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """The bytes of a model's parameters: what a decode step reads (``--worker-affinity auto`` pins by it)."""
+    leaves = tree_flatten(model.parameters())
+    assert isinstance(leaves, list)  # tree_flatten gives a dict only when asked for one
+    return sum(int(array.nbytes) for _, array in leaves)
 
 
 class Placement(NamedTuple):
