@@ -326,10 +326,11 @@ MLXD_HELP = {
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto (the packaged OpenBLAS unless the system's is newer), system "
                 "(OpenBLAS), packaged (the ngsolve-openblas wheel) or bundled",
-    "cpu-gemv": "auto: with an OpenBLAS loaded by --cpu-blas, send mlx's one-row matrix products (a decode step of "
-                "one sequence) to OpenBLAS's matrix-vector kernel, through a few lines of C that mlxd compiles "
-                "with the machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); "
-                "off: every product through sgemm",
+    "cpu-gemv": "auto: with an OpenBLAS loaded by --cpu-blas, send mlx's matrix products of 1 to 16 rows (decode "
+                "steps) to a kernel that reads each weight once for all rows, and other one-row products to "
+                "OpenBLAS's matrix-vector kernel, through a few hundred lines of C that mlxd compiles with the "
+                "machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); off: every "
+                "product through sgemm",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
                        "CPU the worker starts on, under the batch scheduling policy, when its model reads at most "
                        "256 MiB of weights a token (a bigger one's step is mostly matrix products); off: leave both "

@@ -13,9 +13,9 @@ def test_props_build_info_names_the_blas(server: RunningServer) -> None:
         build = client.get("/props").json()["build_info"]
     # b10621's shape first (b<build>-<commit>): the build mlxd serves the surface of, then mlxd's own version.
     # Then the BLAS: the choice, and for an OpenBLAS its version and the kernels it picked for this CPU.
-    # And whether one-row products go to OpenBLAS's sgemv (--cpu-gemv auto, where a C compiler built the front).
+    # And whether decode products go to mlxd's row kernel (--cpu-gemv auto, where a C compiler built it).
     match = re.fullmatch(r"b10621-mlxd-\S+ \(cpu-blas: (system|packaged|bundled|platform)"
-                         r"(, OpenBLAS ([0-9.]+), (\w+) kernels)?(, one-row products through sgemv)?\)", build)
+                         r"(, OpenBLAS ([0-9.]+), (\w+) kernels)?(, decode products through mlxd's row kernel)?\)", build)
     assert match, build
     chosen, openblas, version, kernels, gemv = match.groups()
     assert (openblas is not None) == (chosen in ("system", "packaged")), build
@@ -23,7 +23,7 @@ def test_props_build_info_names_the_blas(server: RunningServer) -> None:
     assert f"cpu-blas auto: {chosen}" in log
     if openblas:
         assert f"OpenBLAS {version}, {kernels} kernels" in log
-    assert (gemv is not None) == ("cpu-gemv auto: one-row products through sgemv" in log), log
+    assert (gemv is not None) == ("cpu-gemv auto: products of up to 16 rows through mlxd's row kernel" in log), log
 
 
 def test_threads_set_openblas_threads(start_server: Callable[..., RunningServer]) -> None:

@@ -1,5 +1,6 @@
-"""--cpu-gemv: one-row products go to OpenBLAS's sgemv through mlxd's sgemm front, with the same results within
-float32's rounding, and the tiny fixture's greedy tokens unchanged."""
+"""--cpu-gemv: products of a few rows go to mlxd's row kernel (and other one-row products to OpenBLAS's sgemv)
+through mlxd's sgemm front, with the same results within float32's rounding, each row's the same whatever the rows
+beside it, and the tiny fixture's greedy tokens unchanged."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import mlx.core as mx
@@ -20,7 +22,7 @@ from tests.conftest import BLAS_REPORT
 from tests.numerics import assert_close
 
 needs_front = pytest.mark.skipif(BLAS_REPORT.shim is None,
-                                 reason=f"this session has no sgemv front ({BLAS_REPORT.gemv or BLAS_REPORT.chosen})")
+                                 reason=f"this session has no sgemm front ({BLAS_REPORT.gemv or BLAS_REPORT.chosen})")
 needs_compiler = pytest.mark.skipif(gemv_shim.compiler() is None, reason="no C compiler on this machine")
 needs_openblas = pytest.mark.skipif(blas.find_packaged() is None and blas.find_openblas() is None,
                                     reason="no OpenBLAS on this machine")
@@ -79,37 +81,93 @@ def test_with_beta_zero_the_output_s_old_contents_do_not_matter(garbage: float) 
     assert_close(mx.array(c[0]), mx.array((a @ b.T)[0]), reduction=640, what="one-row product over garbage")
 
 
+def _product(m: int, k: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32),
+            rng.standard_normal((m, n)).astype(np.float32))
+
+
 @needs_front
-@pytest.mark.parametrize(("m", "k", "n"), [(3, 1024, 512), (1, 64, 32)], ids=["three rows", "a small matrix"])
-def test_products_of_more_rows_or_small_matrices_stay_with_sgemm(m: int, k: int, n: int) -> None:
-    assert BLAS_REPORT.shim is not None and (m > 1 or k * n < gemv_shim.MIN_ELEMENTS)
+@pytest.mark.parametrize("m", [2, 3, 5, 8, 13, 16])
+def test_a_few_rows_go_to_the_row_kernel_each_row_as_if_alone(m: int) -> None:
+    """Odd sizes on purpose: columns that do not fill a tile, and a reduction with a tail beyond the vector lanes."""
+    assert BLAS_REPORT.shim is not None
+    sgemm = _sgemm(BLAS_REPORT.shim.handle)
+    k, n = 1001, 517
+    a, b, c = _product(m, k, n, seed=m)
+    expected = 0.5 * (a @ b.T) + 2.0 * c
+    before = BLAS_REPORT.shim.rows()
+
+    sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 0.5, _ptr(a), k, _ptr(b), k, 2.0, _ptr(c), n)
+
+    assert BLAS_REPORT.shim.rows() == before + 1
+    assert_close(mx.array(c), mx.array(expected.astype(np.float32)), reduction=k, what=f"{m}-row product")
+    # The same operations in the same order for each row, so the same bits as the row on its own.
+    for i in (0, m - 1):
+        alone = np.zeros((1, n), np.float32)
+        sgemm(ROW_MAJOR, NO_TRANS, TRANS, 1, n, k, 1.0, _ptr(a[i:i + 1].copy()), k, _ptr(b), k, 0.0, _ptr(alone), n)
+        together = np.zeros((m, n), np.float32)
+        sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), k, 0.0, _ptr(together), n)
+        assert np.array_equal(alone[0], together[i])
+
+
+@needs_front
+def test_callers_on_several_threads_get_the_same_bits() -> None:
+    """One caller at a time shares the kernel's threads; another computes alone, in the same order."""
+    assert BLAS_REPORT.shim is not None
+    sgemm = _sgemm(BLAS_REPORT.shim.handle)
+    m, k, n = 6, 768, 1024
+    a, b, _ = _product(m, k, n, seed=9)
+    reference = np.zeros((m, n), np.float32)
+    sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), k, 0.0, _ptr(reference), n)
+
+    def product(_: int) -> np.ndarray:
+        c = np.full((m, n), np.nan, np.float32)
+        sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), k, 0.0, _ptr(c), n)
+        return c
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(product, range(64)))
+
+    assert all(np.array_equal(r, reference) for r in results)
+    assert_close(mx.array(reference), mx.array(a @ b.T), reduction=k, what="product on the kernel's threads")
+
+
+@needs_front
+@pytest.mark.parametrize(("m", "k", "n", "trans_b"), [(3, 1024, 512, NO_TRANS), (17, 1024, 512, TRANS),
+                                                      (1, 64, 32, TRANS)],
+                         ids=["a matrix as is", "seventeen rows", "a small matrix"])
+def test_other_products_stay_with_sgemm(m: int, k: int, n: int, trans_b: int) -> None:
+    assert BLAS_REPORT.shim is not None
     sgemm = _sgemm(BLAS_REPORT.shim.handle)
     rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b == TRANS else (k, n)).astype(np.float32)
     c = np.zeros((m, n), np.float32)
     before = BLAS_REPORT.shim.forwarded()
 
-    sgemm(ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), n, 0.0, _ptr(c), n)
+    sgemm(ROW_MAJOR, NO_TRANS, trans_b, m, n, k, 1.0, _ptr(a), k, _ptr(b), k if trans_b == TRANS else n, 0.0,
+          _ptr(c), n)
 
     assert BLAS_REPORT.shim.forwarded() == before
-    assert_close(mx.array(c), mx.array(a @ b), reduction=k, what="product left to sgemm")
+    assert_close(mx.array(c), mx.array(a @ (b.T if trans_b == TRANS else b)), reduction=k,
+                 what="product left to sgemm")
 
 
 @needs_front
-def test_mlx_one_row_products_reach_the_front() -> None:
-    x = mx.random.normal((2, 512), key=mx.random.key(5))
+def test_mlx_decode_products_reach_the_front_and_a_row_does_not_depend_on_its_batch() -> None:
+    x = mx.random.normal((3, 512), key=mx.random.key(5))
     w = mx.random.normal((1024, 512), key=mx.random.key(6))
     assert BLAS_REPORT.shim is not None
-    before = BLAS_REPORT.shim.forwarded()
+    before = BLAS_REPORT.shim.rows()
 
     one = x[:1] @ w.T
     mx.eval(one)
-    forwarded = BLAS_REPORT.shim.forwarded() - before
-    both = x @ w.T
-    mx.eval(both)
+    three = x @ w.T
+    mx.eval(three)
 
-    assert forwarded == 1 and BLAS_REPORT.shim.forwarded() - before == 1
-    assert_close(one[0], both[0], reduction=512, what="a row through sgemv against sgemm")
+    assert BLAS_REPORT.shim.rows() - before == 2
+    assert mx.array_equal(one[0], three[0]).item()
 
 
 @needs_compiler
@@ -140,7 +198,7 @@ _GREEDY = textwrap.dedent(
     import sys
     from mlxd.engine.cpu import blas
     from mlxd.engine.cpu import gemv_shim
-    gemv_shim.MIN_ELEMENTS = 0  # every one-row product of the tiny fixture to sgemv, whatever its size
+    gemv_shim.MIN_ELEMENTS = 0  # every decode product of the tiny fixture to the front, whatever its size
     report = blas.preload("auto", gemv=sys.argv[1])
     import mlx.core as mx
     from mlx_lm.generate import generate_step
@@ -148,7 +206,7 @@ _GREEDY = textwrap.dedent(
     loaded = load_model(sys.argv[2])
     prompt = loaded.tokenizer.encode("def fibonacci(n):\\n    return n")
     greedy = [int(t) for t, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=32)]
-    print(report.shim is not None, report.summary().endswith("through sgemv"))
+    print(report.shim is not None, report.summary().endswith("through mlxd's row kernel"))
     assert report.shim is None or report.shim.forwarded() > 0
     print(report.gemv)
     print(" ".join(map(str, greedy)))
@@ -168,17 +226,17 @@ def _greedy(gemv: str, checkpoint: Path, env: dict[str, str] | None = None) -> l
 def test_greedy_tokens_are_the_same_with_and_without_the_front(tiny_checkpoint: Path) -> None:
     on, off = _greedy("auto", tiny_checkpoint), _greedy("off", tiny_checkpoint)
 
-    assert on[0] == "True True" and on[1].startswith("cpu-gemv auto: one-row products through sgemv")
-    assert off[0] == "False False" and off[1] == "cpu-gemv off: one-row products through sgemm"
+    assert on[0] == "True True" and on[1].startswith("cpu-gemv auto: products of up to 16 rows through mlxd's row kernel")
+    assert off[0] == "False False" and off[1] == "cpu-gemv off: every product through sgemm"
     assert on[2] == off[2] and len(on[2].split()) == 32
 
 
 @needs_openblas
-def test_without_a_compiler_the_log_says_one_row_products_stay_with_sgemm(tiny_checkpoint: Path) -> None:
+def test_without_a_compiler_the_log_says_every_product_stays_with_sgemm(tiny_checkpoint: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CC"}
     env["PATH"] = str(Path(sys.executable).parent)  # python, and no C compiler
 
     lines = _greedy("auto", tiny_checkpoint, env)
 
     assert lines[0] == "False False"
-    assert lines[1] == "cpu-gemv auto: no C compiler to build the sgemv front, so one-row products go through sgemm"
+    assert lines[1] == "cpu-gemv auto: no C compiler to build the row kernel, so every product goes through sgemm"

@@ -61,8 +61,8 @@ class BlasReport:
     thread_timeout: int | None = None  # OPENBLAS_THREAD_TIMEOUT in force (2^N cycles), when mlxd loaded OpenBLAS
     kernel: Kernel | None = None  # what the loaded OpenBLAS says of itself
     warning: str | None = None  # logged as a warning: generic kernels on a CPU with AVX2 or AVX-512
-    gemv: str | None = None  # --cpu-gemv: how one-row products run (mlxd.engine.cpu.gemv_shim), when OpenBLAS loaded
-    shim: gemv_shim.Shim | None = None  # the loaded sgemm front, when one-row products go to sgemv
+    gemv: str | None = None  # --cpu-gemv: how few-row products run (mlxd.engine.cpu.gemv_shim), when OpenBLAS loaded
+    shim: gemv_shim.Shim | None = None  # the loaded sgemm front, when few-row products go to the row kernel
 
     def describe(self) -> str:
         """One line for the startup log."""
@@ -75,7 +75,7 @@ class BlasReport:
     def summary(self) -> str:
         """The choice, the library's version and its kernels, for ``/props``'s build_info."""
         text = f"{self.chosen}, {self.kernel.describe()}" if self.kernel else self.chosen
-        return text + (", one-row products through sgemv" if self.shim is not None else "")
+        return text + (", decode products through mlxd's row kernel" if self.shim is not None else "")
 
 
 _report: BlasReport | None = None
@@ -86,8 +86,8 @@ def preload(mode: BlasMode = "auto", *, threads: int | None = None, gemv: GemvMo
 
     ``threads`` (``--threads``), when positive, sets OpenBLAS's thread count, which it reads once, at load;
     otherwise OpenBLAS decides (OPENBLAS_NUM_THREADS if the operator set it, else one thread per CPU).
-    ``gemv`` (``--cpu-gemv``): ``auto`` sends one-row products to OpenBLAS's sgemv where a C compiler can build the
-    front that does it (mlxd.engine.cpu.gemv_shim); ``off`` leaves every product to sgemm.
+    ``gemv`` (``--cpu-gemv``): ``auto`` sends products of a few rows (decode steps) to mlxd's row kernel where a C
+    compiler can build it (mlxd.engine.cpu.gemv_shim); ``off`` leaves every product to sgemm.
     The first call decides for the whole process; later calls with the same mode return the same report.
     ``system`` and ``packaged`` raise :class:`EngineError` when that library is missing or cannot be loaded, or mlx
     was imported too early.
@@ -154,7 +154,7 @@ def _decide(mode: BlasMode, threads: int | None, gemv: GemvMode) -> BlasReport:
 def _load(library: Library, gemv: GemvMode) -> tuple[ctypes.CDLL, str, gemv_shim.Shim | None, str]:
     """Load ``library`` into the global scope; the packaged one with mlx-cpu's libgfortran where the system has
     none; with ``gemv`` auto, the sgemm front (mlxd.engine.cpu.gemv_shim) ahead of it. Returns the handle, how it was
-    loaded, the front, and what became of one-row products (for the log)."""
+    loaded, the front, and what became of few-row products (for the log)."""
     how = ""
     try:
         local = ctypes.CDLL(library.path, mode=ctypes.RTLD_LOCAL)
@@ -170,17 +170,19 @@ def _load(library: Library, gemv: GemvMode) -> tuple[ctypes.CDLL, str, gemv_shim
 
 
 def _front(openblas: ctypes.CDLL, gemv: GemvMode) -> tuple[gemv_shim.Shim | None, str]:
-    """The sgemm front that sends one-row products to sgemv, where asked for and buildable, and a note for the log."""
+    """The sgemm front that takes products of a few rows from sgemm, where asked for and buildable, and a note for
+    the log."""
     if gemv == "off":
-        return None, "cpu-gemv off: one-row products through sgemm"
+        return None, "cpu-gemv off: every product through sgemm"
     cc = gemv_shim.compiler()
     if cc is None:
-        return None, "cpu-gemv auto: no C compiler to build the sgemv front, so one-row products go through sgemm"
+        return None, "cpu-gemv auto: no C compiler to build the row kernel, so every product goes through sgemm"
     try:
         shim = gemv_shim.load(gemv_shim.build(cc), openblas)
     except (OSError, AttributeError) as exc:
-        return None, f"cpu-gemv auto: one-row products through sgemm (the sgemv front failed: {exc})"
-    return shim, f"cpu-gemv auto: one-row products through sgemv ({shim.path})"
+        return None, f"cpu-gemv auto: every product through sgemm (the row kernel failed: {exc})"
+    return shim, (f"cpu-gemv auto: products of up to {gemv_shim.MAX_ROWS} rows through mlxd's row kernel on "
+                  f"{shim.threads()} threads ({shim.path})")
 
 
 def check(mode: str) -> None:

@@ -1,20 +1,23 @@
-"""One-row matrix products through OpenBLAS's matrix-vector kernel: a ``cblas_sgemm`` in front of OpenBLAS's.
+"""Products of a few rows through mlxd's own kernel: a ``cblas_sgemm`` in front of OpenBLAS's.
 
-mlx's CPU backend calls ``cblas_sgemm`` for every float32 product, a decode step's one-row ones included, and
-OpenBLAS's sgemm packs the whole weight matrix into its buffers before it multiplies, whatever the row count: a
-1x1024 row by a 1024x2816 matrix costs 1.3 to 2.3 ms through sgemm and 0.5 ms through ``cblas_sgemv`` (OpenBLAS
-0.3.33, one thread, Sapphire Rapids), and a 180M-parameter model decodes 2 to 2.3 times faster with its one-row
-products sent to sgemv, with the same greedy tokens (docs/benchmarks.md, section 9). OpenBLAS can forward such
-products itself (its ``GEMM_GEMV_FORWARD`` build option), but the x86_64 builds on the package index and in
-Debian do not.
+mlx's CPU backend calls ``cblas_sgemm`` for every float32 product, and a decode step's are products of one row per
+sequence by each weight matrix. OpenBLAS's sgemm packs the whole weight matrix into its buffers before it
+multiplies, whatever the row count: on a 180M-parameter model (float32, 2 vCPUs, Sapphire Rapids), a step's
+matrix products cost it 70-85 ms for one row and 80-100 ms for eight, where streaming the weights once costs 35.
 
-So mlxd puts a ``cblas_sgemm`` of its own in front: a product of one row (M = 1, row-major, mlx's only layout) by
-a matrix of at least ``MIN_ELEMENTS`` goes to ``cblas_sgemv``, every other one to OpenBLAS's ``cblas_sgemm``
-unchanged. It is a few lines of C, compiled
-on the machine by its C compiler (the one mlx's CPU ``compile`` uses for its fused kernels), into mlxd's cache
-directory once per source, compiler and machine. It is loaded into the global scope before OpenBLAS's names are,
-so that mlx's ``cblas_sgemm`` resolves to it; OpenBLAS's own two functions are handed to it by address. Without a
-compiler nothing changes (the startup log says so). This module must not import mlx.
+So mlxd puts a ``cblas_sgemm`` of its own in front (gemv_shim.c, beside this file): a product of 1 to ``MAX_ROWS``
+rows (row-major, A as is and the matrix transposed: mlx's layout for ``x @ W.T``) by a matrix of at least
+``MIN_ELEMENTS`` goes to a kernel that reads each matrix row once for all the rows, on as many threads as OpenBLAS
+uses; another one-row product goes to OpenBLAS's ``cblas_sgemv``; every other one to OpenBLAS's sgemm unchanged.
+The kernel sums every element in one order whatever the batch, so a sequence's logits do not depend on the
+sequences decoded beside it. (OpenBLAS can forward one-row products to sgemv itself, its ``GEMM_GEMV_FORWARD``
+build option, but the x86_64 builds on the package index and in Debian do not, and nothing there streams a few
+rows.)
+
+It is compiled on the machine by its C compiler (the one mlx's CPU ``compile`` uses for its fused kernels), for
+that CPU, into mlxd's cache directory once per source, compiler and CPU. It is loaded into the global scope before
+OpenBLAS's names are, so that mlx's ``cblas_sgemm`` resolves to it; OpenBLAS's own two functions are handed to it
+by address. Without a compiler nothing changes (the startup log says so). This module must not import mlx.
 """
 
 from __future__ import annotations
@@ -29,60 +32,53 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-# The smallest matrix (rows x columns of op(B)) whose one-row products go to sgemv: 1 MiB of float32. Below it the
-# matrix fits in cache, sgemm's packing costs little and OpenBLAS's small-matrix path is as fast as sgemv; sending the
-# many small products of attention (one per row and head) to sgemv instead cost the tiny fixture a quarter of its
+# The smallest matrix (rows x columns of op(B)) whose products the front takes: 1 MiB of float32. Below it the
+# matrix fits in cache, sgemm's packing costs little and OpenBLAS's small-matrix path is as fast; sending the many
+# small products of attention (one per row and head) to sgemv instead cost the tiny fixture a quarter of its
 # 32-stream throughput (docs/benchmarks.md, section 9). Read when the front is loaded.
 MIN_ELEMENTS = 2**18
 
-SOURCE = r"""
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
-                         float *, int);
-typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
-static sgemm_fn real_sgemm;
-static sgemv_fn real_sgemv;
-static long forwarded;
-static long min_elements;
+# The most rows the kernel takes. Its cost grows with the rows (it computes, sgemm packs and then computes at full
+# speed); at 16 rows it is still below sgemm's on the 180M model, at 12 it is half (docs/benchmarks.md, section 9).
+MAX_ROWS = 16
 
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
+# How long a helper thread spins for the next product before it sleeps: about OpenBLAS's own 2^20 cycles
+# (mlxd.engine.cpu.blas.THREAD_TIMEOUT), which covers the gaps between one decode step's products.
+SPIN_NS = 300_000
 
-void mlxd_gemv_shim_init(sgemm_fn sgemm, sgemv_fn sgemv, long min_matrix) {
-    real_sgemm = sgemm;
-    real_sgemv = sgemv;
-    min_elements = min_matrix;
-}
+SOURCE = (Path(__file__).parent / "gemv_shim.c").read_text()
 
-long mlxd_gemv_shim_forwarded(void) { return forwarded; }
-
-/* C[1, N] = alpha * op(A)[1, K] op(B)[K, N] + beta * C as y = alpha * op(B)^T x + beta * y. */
-void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc) {
-    if (order == ROW_MAJOR && m == 1 && k > 0 && n > 0 && (long)n * k >= min_elements) {
-        int inc_x = trans_a == NO_TRANS ? 1 : lda;
-        forwarded++;
-        if (trans_b == NO_TRANS)
-            real_sgemv(ROW_MAJOR, TRANS, k, n, alpha, b, ldb, a, inc_x, beta, c, 1);
-        else
-            real_sgemv(ROW_MAJOR, NO_TRANS, n, k, alpha, b, ldb, a, inc_x, beta, c, 1);
-        return;
-    }
-    real_sgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-"""
+# Built for the CPU it runs on; without the flag where the compiler does not know it.
+_FLAGS = (["-O3", "-march=native"], ["-O3"])
 
 
 @dataclass(frozen=True)
 class Shim:
-    """The loaded front: its handle (for the forwarded count) and the library's path."""
+    """The loaded front: its handle (for its counts) and the library's path."""
 
     handle: ctypes.CDLL
     path: Path
 
-    def forwarded(self) -> int:
-        """How many products went to sgemv so far (for tests and benchmarks)."""
-        count = self.handle.mlxd_gemv_shim_forwarded
+    def _count(self, name: str) -> int:
+        count = getattr(self.handle, name)
         count.restype = ctypes.c_long
         return int(count())
+
+    def rows(self) -> int:
+        """How many products went to the row kernel so far (for tests and benchmarks)."""
+        return self._count("mlxd_front_rows")
+
+    def sgemv(self) -> int:
+        """How many one-row products went to OpenBLAS's sgemv so far."""
+        return self._count("mlxd_front_sgemv")
+
+    def forwarded(self) -> int:
+        """How many products the front took from sgemm so far."""
+        return self.rows() + self.sgemv()
+
+    def threads(self) -> int:
+        """How many threads the row kernel runs on."""
+        return self._count("mlxd_front_threads")
 
 
 def compiler() -> str | None:
@@ -105,7 +101,7 @@ def build(cc: str, where: Path | None = None) -> Path:
     """The shim compiled by ``cc``, reused from ``where`` (mlxd's cache directory) when already built there.
 
     Raises OSError when the compiler fails or the directory cannot be written."""
-    key = hashlib.sha256("\0".join((SOURCE, cc, platform.machine())).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((SOURCE, cc, platform.machine(), _cpu())).encode()).hexdigest()[:16]
     target = (where or cache_dir()) / f"gemv-shim-{key}.so"
     if target.is_file():
         return target
@@ -114,15 +110,33 @@ def build(cc: str, where: Path | None = None) -> Path:
         source = Path(tmp) / "gemv_shim.c"
         source.write_text(SOURCE)
         built = Path(tmp) / target.name
-        try:
-            subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(built), str(source)], check=True,
-                           capture_output=True, text=True, timeout=120)
-        except subprocess.CalledProcessError as exc:
-            raise OSError(f"{cc} failed: {exc.stderr.strip()[-300:]}") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise OSError(f"{cc} took more than {exc.timeout:.0f} s") from exc
+        _compile(cc, source, built)
         os.replace(built, target)  # atomic: a daemon starting beside this one sees all of it or nothing
     return target
+
+
+def _compile(cc: str, source: Path, built: Path) -> None:
+    error = ""
+    for flags in _FLAGS:
+        try:
+            subprocess.run([cc, *flags, "-shared", "-fPIC", "-pthread", "-o", str(built), str(source)], check=True,
+                           capture_output=True, text=True, timeout=120)
+            return
+        except subprocess.CalledProcessError as exc:
+            error = exc.stderr.strip()[-300:]
+        except subprocess.TimeoutExpired as exc:
+            raise OSError(f"{cc} took more than {exc.timeout:.0f} s") from exc
+    raise OSError(f"{cc} failed: {error}")
+
+
+def _cpu() -> str:
+    """What ``-march=native`` builds for: the CPU's model and feature flags (a cache directory may be shared)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n\n")[0].splitlines()
+    except OSError:
+        return platform.processor()
+    return "\n".join(line for line in lines if line.split(":")[0].strip() in ("model name", "flags", "Features"))
 
 
 def load(path: Path, openblas: ctypes.CDLL) -> Shim:
@@ -133,8 +147,10 @@ def load(path: Path, openblas: ctypes.CDLL) -> Shim:
     handle = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     sgemm = ctypes.cast(openblas.cblas_sgemm, ctypes.c_void_p)
     sgemv = ctypes.cast(openblas.cblas_sgemv, ctypes.c_void_p)
-    init = handle.mlxd_gemv_shim_init
-    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long]
+    threads = openblas.openblas_get_num_threads
+    threads.restype = ctypes.c_int
+    init = handle.mlxd_front_init
+    init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     init.restype = None
-    init(sgemm, sgemv, MIN_ELEMENTS)
+    init(sgemm, sgemv, MIN_ELEMENTS, MAX_ROWS, max(1, int(threads())), SPIN_NS)
     return Shim(handle, path)

@@ -1,0 +1,261 @@
+/* mlxd's cblas_sgemm, in front of OpenBLAS's: products of a few rows by a large matrix stream the matrix once.
+ *
+ * A decode step multiplies one row per sequence by every weight matrix. OpenBLAS's sgemm packs the whole matrix
+ * into its buffers first whatever the row count, so 1 to 16 rows cost it two to three passes over the weights;
+ * this kernel reads each matrix row once for all of them (mlxd/engine/cpu/gemv_shim.py says where it applies and
+ * docs/benchmarks.md, section 9, what it gains).
+ *
+ * Every output element is summed in one order whatever the number of rows, the columns a thread takes and the
+ * tile it falls in: LANES interleaved partial sums over k, folded in halves, then the tail of k. So a row's result
+ * does not depend on the other rows of its batch. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
+typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, ROWS = 4, MAX_THREADS = 64 };
+
+/* Accumulator tiles of ROWS x COLS vectors, sized to the vector registers: 32 with AVX-512 (16 accumulators, 4
+ * matrix chunks, one chunk of A), 16 with AVX2, 32 of half the width with NEON. */
+#if defined(__AVX512F__)
+#define LANES 16
+#define COLS 4
+#else
+#define LANES 8
+#define COLS 2
+#endif
+typedef float vf __attribute__((vector_size(LANES * sizeof(float))));
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
+
+static sgemm_fn real_sgemm;
+static sgemv_fn real_sgemv;
+static long min_elements;
+static int max_rows;
+static atomic_long to_rows, to_sgemv; /* products sent to the row kernel, to sgemv */
+
+struct product {
+    int m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+};
+
+/* ---- the row kernel: C[i, j] = alpha * sum_k A[i, k] B[j, k] + beta * C[i, j] ---- */
+
+static inline vf load(const float *p) {
+    vf v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Lane l plus lane l + h, for h = LANES / 2, ..., 1. No accumulator's address is taken anywhere: compilers then
+ * keep them all in registers. */
+static inline float fold(vf v) {
+#if defined(__clang__) || __GNUC__ >= 12
+#if LANES == 16
+    vf8 e = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+            __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    vf8 e = v;
+#endif
+    vf4 q = __builtin_shufflevector(e, e, 0, 1, 2, 3) + __builtin_shufflevector(e, e, 4, 5, 6, 7);
+    float s0 = q[0] + q[2], s1 = q[1] + q[3];
+    return s0 + s1;
+#else
+    float s[LANES];
+    for (int l = 0; l < LANES; l++) s[l] = v[l];
+    for (int h = LANES / 2; h > 0; h /= 2)
+        for (int l = 0; l < h; l++) s[l] += s[l + h];
+    return s[0];
+#endif
+}
+
+static inline void store(float *out, float sum, float alpha, float beta) {
+    *out = beta == 0.0f ? alpha * sum : alpha * sum + beta * *out; /* beta 0: *out may be garbage, as BLAS allows */
+}
+
+/* Rows i < m of A by matrix rows [j, j + cols): each chunk of A loaded serves `cols` products, each chunk of the
+ * matrix `m` of them. */
+static inline __attribute__((always_inline)) void tile(const int m, const int cols, const struct product *p,
+                                                      const float *a, float *c, int j) {
+    const int k = p->k, kv = k - k % LANES;
+    const float *w = p->b + (size_t)j * p->ldb;
+    vf s[COLS][ROWS];
+    for (int q = 0; q < cols; q++)
+        for (int i = 0; i < m; i++) s[q][i] = (vf){0};
+    for (int kk = 0; kk < kv; kk += LANES) {
+        vf y[COLS];
+        for (int q = 0; q < cols; q++) y[q] = load(w + (size_t)q * p->ldb + kk);
+        for (int i = 0; i < m; i++) {
+            vf x = load(a + (size_t)i * p->lda + kk);
+            for (int q = 0; q < cols; q++) s[q][i] += x * y[q];
+        }
+    }
+    for (int q = 0; q < cols; q++)
+        for (int i = 0; i < m; i++) {
+            const float *x = a + (size_t)i * p->lda, *wq = w + (size_t)q * p->ldb;
+            float t = fold(s[q][i]);
+            for (int kk = kv; kk < k; kk++) t += x[kk] * wq[kk];
+            store(c + (size_t)i * p->ldc + j + q, t, p->alpha, p->beta);
+        }
+}
+
+/* Matrix rows [j, j + cols) by all of A, ROWS rows of A at a time: the passes after the first find those matrix
+ * rows in cache, so the matrix streams from memory once. */
+static inline __attribute__((always_inline)) void passes(const int cols, const struct product *p, int j) {
+    const float *a = p->a;
+    float *c = p->c;
+    for (int m = p->m; m > 0;) {
+        int r = m < ROWS ? m : ROWS;
+        switch (r) {
+        case 1: tile(1, cols, p, a, c, j); break;
+        case 2: tile(2, cols, p, a, c, j); break;
+        case 3: tile(3, cols, p, a, c, j); break;
+        default: tile(4, cols, p, a, c, j); break;
+        }
+        m -= r;
+        a += (size_t)r * p->lda;
+        c += (size_t)r * p->ldc;
+    }
+}
+
+/* Columns [j0, j1) of every row. */
+static void columns(const struct product *p, int j0, int j1) {
+    int j = j0;
+    for (; j + COLS <= j1; j += COLS) passes(COLS, p, j);
+    for (; j < j1; j++) passes(1, p, j);
+}
+
+/* ---- the pool: the caller and `helpers` threads each take an equal share of the columns ----
+ * One core cannot stream memory as fast as two. Helpers spin between products (a decode step's come microseconds
+ * apart), then sleep, as OpenBLAS's own threads do. One caller at a time; another computes alone, with the same
+ * results. */
+
+static struct product job;
+static int helpers;
+static long spin_ns;
+static atomic_uint generation;
+static atomic_int pending, sleepers;
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER, busy = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void share(const struct product *p, int part, int parts) {
+    int j0 = (int)((long)p->n * part / parts), j1 = (int)((long)p->n * (part + 1) / parts);
+    if (j0 < j1) columns(p, j0, j1);
+}
+
+static void *helper(void *arg) {
+    int part = (int)(intptr_t)arg;
+    unsigned seen = atomic_load(&generation);
+    for (;;) {
+        long since = now_ns();
+        unsigned spins = 0;
+        while (atomic_load(&generation) == seen) {
+            relax();
+            if ((++spins & 255) == 0 && now_ns() - since > spin_ns) {
+                /* sleepers is raised before generation is read again under the lock, and the caller raises
+                 * generation before it reads sleepers: one of the two sees the other (all sequentially
+                 * consistent), so no wake-up is lost. */
+                pthread_mutex_lock(&sleep_lock);
+                atomic_fetch_add(&sleepers, 1);
+                while (atomic_load(&generation) == seen) pthread_cond_wait(&wake, &sleep_lock);
+                atomic_fetch_sub(&sleepers, 1);
+                pthread_mutex_unlock(&sleep_lock);
+            }
+        }
+        seen = atomic_load(&generation); /* the caller posts no other job before this one's share is done */
+        share(&job, part, helpers + 1);
+        atomic_fetch_sub(&pending, 1);
+    }
+    return NULL;
+}
+
+static void run(const struct product *p) {
+    if (helpers == 0 || pthread_mutex_trylock(&busy) != 0) {
+        columns(p, 0, p->n);
+        return;
+    }
+    job = *p;
+    atomic_store(&pending, helpers);
+    atomic_fetch_add(&generation, 1);
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&sleep_lock);
+        pthread_cond_broadcast(&wake);
+        pthread_mutex_unlock(&sleep_lock);
+    }
+    share(p, 0, helpers + 1);
+    for (unsigned spins = 0; atomic_load(&pending) > 0;)
+        if (++spins & 1023)
+            relax();
+        else
+            sched_yield(); /* a helper preempted on a busy machine needs this CPU to finish */
+    pthread_mutex_unlock(&busy);
+}
+
+static void forget_helpers(void) { helpers = 0; } /* a forked child has none of the parent's threads */
+
+/* ---- the entry points ---- */
+
+void mlxd_front_init(sgemm_fn sgemm, sgemv_fn sgemv, long min_matrix, int rows, int threads, long spin) {
+    real_sgemm = sgemm;
+    real_sgemv = sgemv;
+    min_elements = min_matrix;
+    max_rows = rows;
+    spin_ns = spin;
+    pthread_atfork(NULL, NULL, forget_helpers);
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    for (int part = 1; part < threads; part++) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, helper, (void *)(intptr_t)part) == 0) helpers++;
+        pthread_attr_destroy(&attr);
+    }
+}
+
+long mlxd_front_rows(void) { return atomic_load(&to_rows); }
+long mlxd_front_sgemv(void) { return atomic_load(&to_sgemv); }
+int mlxd_front_threads(void) { return helpers + 1; }
+
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc) {
+    int large = k > 0 && n > 0 && (long)n * k >= min_elements;
+    if (order == ROW_MAJOR && large && m >= 1 && m <= max_rows && trans_a == NO_TRANS && trans_b == TRANS) {
+        struct product p = {m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
+        atomic_fetch_add(&to_rows, 1);
+        run(&p);
+        return;
+    }
+    if (order == ROW_MAJOR && large && m == 1) { /* C[1, N] = alpha * op(A) op(B) + beta * C as op(B)^T x */
+        int inc_x = trans_a == NO_TRANS ? 1 : lda;
+        atomic_fetch_add(&to_sgemv, 1);
+        if (trans_b == NO_TRANS)
+            real_sgemv(ROW_MAJOR, TRANS, k, n, alpha, b, ldb, a, inc_x, beta, c, 1);
+        else
+            real_sgemv(ROW_MAJOR, NO_TRANS, n, k, alpha, b, ldb, a, inc_x, beta, c, 1);
+        return;
+    }
+    real_sgemm(order, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
