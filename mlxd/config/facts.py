@@ -301,6 +301,7 @@ watch-config      pair  bool   false
 model-store-root  value str?   ~ effect=reload
 cpu-blas          value str    auto       {auto,system,packaged,bundled} restart
 cpu-gemv          value str    auto       {auto,off} restart
+cpu-jit           value str    auto       {auto,off} restart
 worker-affinity   value str    auto       {auto,off} effect=reload
 shutdown-timeout  value float  30.0       0..86400
 timeout-header    value float  10.0       0..86400
@@ -331,6 +332,9 @@ MLXD_HELP = {
                 "OpenBLAS's matrix-vector kernel, through a few hundred lines of C that mlxd compiles with the "
                 "machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); off: every "
                 "product through sgemm",
+    "cpu-jit": "auto: on Linux, have mlx build its fused CPU kernels (the compiled decode step, SwiGLU) for this "
+               "machine's CPU (g++ -march=native) in $XDG_CACHE_HOME/mlxd/cpu-jit, which becomes the daemon's TMPDIR; "
+               "off: as mlx builds them, for a generic CPU, in $TMPDIR/mlx",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
                        "CPU the worker starts on, under the batch scheduling policy, when its model reads at most "
                        "256 MiB of weights a token (a bigger one's step is mostly matrix products); off: leave both "

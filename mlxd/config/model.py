@@ -272,6 +272,7 @@ class Config(BaseModel):
     model_store_root: str | None = None
     cpu_blas: str = 'auto'
     cpu_gemv: str = 'auto'
+    cpu_jit: str = 'auto'
     worker_affinity: str = 'auto'
     shutdown_timeout: float = 30.0
     timeout_header: float = 10.0

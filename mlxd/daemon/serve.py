@@ -13,7 +13,7 @@ from mlxd.errors import ConfigError, MlxdError
 
 if TYPE_CHECKING:
     from mlxd.config import Config
-    from mlxd.engine import BlasMode, BlasReport, GemvMode
+    from mlxd.engine import BlasMode, BlasReport, GemvMode, JitMode
 
 log = logging.getLogger("mlxd.daemon")
 
@@ -80,8 +80,9 @@ def main(argv: list[str]) -> int:
     def setup(cfg: Config) -> None:
         configure_logging(log_settings(cfg))
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
-        from mlxd.engine import preload_blas
+        from mlxd.engine import preload_blas, prepare_jit
 
+        prepare_jit(cast("JitMode", cfg.cpu_jit))
         chosen.append(preload_blas(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads,
                                    gemv=cast("GemvMode", cfg.cpu_gemv)))
 

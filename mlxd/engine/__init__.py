@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ServerConstraint,
     )
     from mlxd.engine.cpu.blas import BlasMode, BlasReport, check as check_blas, GemvMode, preload as preload_blas
+    from mlxd.engine.cpu.jit import JitMode, prepare as prepare_jit
     from mlxd.engine.distributed.serve import serve_group
     from mlxd.engine.embed import check_embedding_options
     from mlxd.engine.loading.devices import available_devices, MIB
@@ -96,6 +97,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ErrorEvent": ("mlxd.engine.types", "ErrorEvent"),
     "FinalEvent": ("mlxd.engine.types", "FinalEvent"),
     "GemvMode": ("mlxd.engine.cpu.blas", "GemvMode"),
+    "JitMode": ("mlxd.engine.cpu.jit", "JitMode"),
     "GenerationRequest": ("mlxd.engine.types", "GenerationRequest"),
     "load_chat_template": ("mlxd.engine.chat", "load_chat_template"),
     "load_model": ("mlxd.engine.loading.loader", "load_model"),
@@ -112,6 +114,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModelSpec": ("mlxd.engine.spec", "ModelSpec"),
     "ModelWorker": ("mlxd.engine.batching.worker", "ModelWorker"),
     "preload_blas": ("mlxd.engine.cpu.blas", "preload"),
+    "prepare_jit": ("mlxd.engine.cpu.jit", "prepare"),
     "ProgressEvent": ("mlxd.engine.types", "ProgressEvent"),
     "ReasoningSpec": ("mlxd.engine.types", "ReasoningSpec"),
     "release_freed_memory": ("mlxd.engine.memory", "release_freed_memory"),

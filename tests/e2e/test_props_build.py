@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from typing import Callable
 
 from tests.e2e.conftest import RunningServer
@@ -24,6 +25,8 @@ def test_props_build_info_names_the_blas(server: RunningServer) -> None:
     if openblas:
         assert f"OpenBLAS {version}, {kernels} kernels" in log
     assert (gemv is not None) == ("cpu-gemv auto: products of up to 16 rows through mlxd's row kernel" in log), log
+    # mlx's fused CPU kernels built for this CPU (--cpu-jit auto) wherever mlx has a g++ to build them with.
+    assert ("cpu-jit auto: mlx's fused CPU kernels built for this CPU" in log) == (shutil.which("g++") is not None), log
 
 
 def test_threads_set_openblas_threads(start_server: Callable[..., RunningServer]) -> None:

@@ -65,6 +65,17 @@ def read_cpu_flags() -> frozenset[str]:
         return frozenset()
 
 
+def cpu_identity() -> str:
+    """What a build for "this CPU" (``-march=native``) depends on: its model and feature flags, for cache keys (a
+    cache directory may be shared by machines)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n\n")[0].splitlines()
+    except OSError:
+        return platform.processor()
+    return "\n".join(line for line in lines if line.split(":")[0].strip() in ("model name", "flags", "Features"))
+
+
 def generic_warning(kernel: Kernel, flags: frozenset[str], machine: str | None = None) -> str | None:
     """A warning, saying what to do, when OpenBLAS runs generic kernels on an x86_64 CPU with AVX2 or AVX-512."""
     if (machine or platform.machine()) not in ("x86_64", "AMD64") or kernel.corename is None:

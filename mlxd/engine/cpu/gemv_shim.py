@@ -32,6 +32,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlxd.engine.cpu.blas_kernel import cpu_identity
+
 # The smallest matrix (rows x columns of op(B)) whose products the front takes: 1 MiB of float32. Below it the
 # matrix fits in cache, sgemm's packing costs little and OpenBLAS's small-matrix path is as fast; sending the many
 # small products of attention (one per row and head) to sgemv instead cost the tiny fixture a quarter of its
@@ -101,7 +103,7 @@ def build(cc: str, where: Path | None = None) -> Path:
     """The shim compiled by ``cc``, reused from ``where`` (mlxd's cache directory) when already built there.
 
     Raises OSError when the compiler fails or the directory cannot be written."""
-    key = hashlib.sha256("\0".join((SOURCE, cc, platform.machine(), _cpu())).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((SOURCE, cc, platform.machine(), cpu_identity())).encode()).hexdigest()[:16]
     target = (where or cache_dir()) / f"gemv-shim-{key}.so"
     if target.is_file():
         return target
@@ -127,16 +129,6 @@ def _compile(cc: str, source: Path, built: Path) -> None:
         except subprocess.TimeoutExpired as exc:
             raise OSError(f"{cc} took more than {exc.timeout:.0f} s") from exc
     raise OSError(f"{cc} failed: {error}")
-
-
-def _cpu() -> str:
-    """What ``-march=native`` builds for: the CPU's model and feature flags (a cache directory may be shared)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n\n")[0].splitlines()
-    except OSError:
-        return platform.processor()
-    return "\n".join(line for line in lines if line.split(":")[0].strip() in ("model name", "flags", "Features"))
 
 
 def load(path: Path, openblas: ctypes.CDLL) -> Shim:

@@ -80,7 +80,7 @@ def test_generated_config_module_is_current() -> None:
 def test_mlxd_own_options() -> None:
     names = {s.name for s in table() if s.origin == "mlxd"}
     assert names == {"config", "admin-listen", "admin-token-file", "watch-config", "model-store-root", "cpu-blas",
-                     "cpu-gemv", "worker-affinity", "shutdown-timeout", "timeout-header", "timeout-idle",
+                     "cpu-gemv", "cpu-jit", "worker-affinity", "shutdown-timeout", "timeout-header", "timeout-idle",
                      "connections-max", "state-dir", "webui-store", "cache-disk", "cache-disk-max",
                      "models-wait-timeout", "rpc-backend", "rpc-token-file"}
     assert table().get("watch-config").kind is Kind.BOOL_PAIR
