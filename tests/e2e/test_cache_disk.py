@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import threading
 import time
@@ -73,6 +74,27 @@ def test_restart_serves_the_cached_prefix_from_disk(start_server: Callable[..., 
     data = json.loads(mlxd_admin(sock, "status", "--json").stdout)
     assert data["cache_disk"]["hits"] == 1 and data["cache_disk"]["entries"] == 1
     assert data["cache_disk"]["dirs"] == {str(cache): "rw"}
+
+
+def test_a_restarted_daemon_s_slot_holds_its_last_prompt_again(start_server: Callable[..., RunningServer],
+                                                                tmp_path: Path) -> None:
+    """The drain writes the slot's cache first; the restarted worker puts the most recent entry back in the slot
+    before it serves, and an older one is read from disk when asked for."""
+    cache = tmp_path / "cache"
+    first = start_server("--cache-disk", str(cache), "--parallel", "1")
+    older, _, n_older = complete(first, prompt(2))
+    last, _, n_last = complete(first, prompt(3))  # the slot's; the older prompt moves to the RAM prompt cache
+    assert first.stop(signal.SIGTERM) == 0
+    assert len(entries(cache)) == 2
+
+    second = start_server("--cache-disk", str(cache), "--parallel", "1", "--metrics")
+    restored = re.search(r"1 slot\(s\) restored from the disk tier in [\d.]+ s \((\d+) tokens\)", second.log())
+    assert restored and n_last < int(restored[1]) <= n_last + 12, second.log()  # the prompt and its generation
+    assert metric(second, "mlxd_cache_disk_hits_total") == 1  # the restore's read
+    assert complete(second, prompt(3)) == (last, n_last - 1, 1)
+    assert metric(second, "mlxd_cache_disk_hits_total") == 1  # taken from the slot, not read again
+    assert complete(second, prompt(2)) == (older, n_older - 1, 1)  # read at request time
+    assert metric(second, "mlxd_cache_disk_hits_total") == 2
 
 
 def test_another_model_ctk_or_lora_scale_never_reuses_an_entry(start_server: Callable[..., RunningServer],

@@ -30,6 +30,7 @@ from mlxd.engine.constraints import Constraints
 from mlxd.engine.batching.counters import DecodeCounter
 from mlxd.engine.batching.decode import Decoding
 from mlxd.engine.batching.slots import idle as idle_slots
+from mlxd.engine.batching.slots.restore import restore as restore_slots
 from mlxd.engine.loading import kv_types
 from mlxd.engine.batching.handle import RequestHandle, deferred_wakeups
 from mlxd.engine.loading.lora import LoraSet
@@ -170,6 +171,10 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
             if slot.seq is not None and slot.seq.handle is handle:
                 slot.seq.end_reasoning()
                 return
+
+    def restore_slots(self) -> int:
+        """The disk tier's most recent entries back in the empty slots (engine.batching.slots.restore)."""
+        return restore_slots(self.slots, self.prompt_cache)
 
     def spill(self, deadline: float) -> int:
         """Write the slots' and the prompt cache's entries to the disk tier until ``deadline`` (worker stop)."""

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import mlx.core as mx
 
@@ -41,6 +41,7 @@ from mlxd.engine.loading.warmup import warm_up
 from mlxd.errors import ContextOverflow, EngineError, InvalidRequest, QueueFull, Unavailable
 
 log = logging.getLogger("mlxd.engine.batching.worker")
+T = TypeVar("T")
 
 class ModelWorker(SlotActions):
     """Serves generations for one loaded model with continuous batching over ``--parallel`` slots."""
@@ -90,7 +91,7 @@ class ModelWorker(SlotActions):
         self._cv = threading.Condition()
         self._inbox: deque[tuple[str, RequestHandle]] = deque()
         self._actions: list[tuple[int, Callable[[Slot], int], Future[int]]] = []
-        self._jobs: list[tuple[Callable[[], Any], Future[Any]]] = []  # embeddings, run between steps
+        self._jobs: list[tuple[Callable[[], Any], Future[Any]]] = []  # embeddings, slot restores: between steps
         self._in_flight = 0  # submitted, terminal event not yet pushed
         self._next_task = 0
         self._accepting = False
@@ -134,6 +135,8 @@ class ModelWorker(SlotActions):
             self._pins = self.settings.pin_cpu and pins(self._weights)
             self._thread = start_on_parked_thread(self._run, name=f"mlxd-worker-{self.loaded.name}",
                                                   pinned=self._pins)
+        if self.scheduler.prompt_cache.disk is not None:  # the slots as they were before a restart, then ready
+            self._on_worker(self.scheduler.restore_slots).result()
 
     def stop(self, drain_timeout: float = 0.0, spill_timeout: float | None = None) -> None:
         """Refuse new requests, let running ones finish for up to ``drain_timeout`` seconds, then end the rest.
@@ -281,8 +284,6 @@ class ModelWorker(SlotActions):
         bad = [t for tokens in inputs for t in tokens if not 0 <= t < self.scheduler.vocab_size]
         if bad:
             raise InvalidRequest(f"invalid token id {bad[0]}: the vocabulary has {self.scheduler.vocab_size} tokens")
-        done: Future[list[embed.EmbeddingResult]] = Future()
-
         def job() -> list[embed.EmbeddingResult]:
             # The server-wide adapter scales apply, whatever snapshot the running generations use meanwhile.
             running = self.lora.applied if len(self.lora) else None
@@ -298,6 +299,11 @@ class ModelWorker(SlotActions):
                 if running is not None:
                     self.lora.apply(running)
 
+        return self._on_worker(job)
+
+    def _on_worker(self, job: Callable[[], T]) -> Future[T]:
+        """Run ``job`` on the worker thread, between two scheduler steps."""
+        done: Future[T] = Future()
         with self._cv:
             if not self._accepting:
                 raise Unavailable("the model is not accepting requests (it is stopping or not started)")

@@ -193,6 +193,17 @@ class DiskStore:
                         best, n_best = e, n
         return best, n_best
 
+    def recent(self, identity: str, count: int, max_tokens: int) -> list[Entry]:
+        """The ``count`` most recently used entries of ``identity`` of at most ``max_tokens`` tokens, newest first."""
+        with self._lock:
+            mine = [e for e in self._entries.values() if e.identity == identity and len(e.tokens) <= max_tokens]
+        return sorted(mine, key=lambda e: e.last_used, reverse=True)[:max(0, count)]
+
+    def get(self, identity: str, namespace: str, tokens: list[int]) -> Entry | None:
+        """The entry of exactly these tokens, when on disk."""
+        with self._lock:
+            return self._entries.get(_name(identity, namespace, tokens))
+
     def has(self, identity: str, namespace: str, tokens: list[int]) -> bool:
         """Whether the entry is on disk or on its way there."""
         name = _name(identity, namespace, tokens)

@@ -109,6 +109,19 @@ class DiskTier:
             return None
         return entry, n
 
+    def recent(self, count: int, max_tokens: int) -> list[Entry]:
+        """This model's ``count`` most recently used entries of at most ``max_tokens`` tokens, newest first: what a
+        restarted daemon's slots held when it stopped (the drain writes the slots' caches first)."""
+        if self.store.state == "off":
+            return []
+        return [e for e in self.store.recent(self.identity, count, max_tokens) if self.worth.worth_writing(len(e.tokens))]
+
+    def mark_used(self, namespace: str, tokens: list[int]) -> None:
+        """The entry of exactly these tokens, when on disk, becomes the most recently used."""
+        entry = self.store.get(self.identity, namespace, tokens)
+        if entry is not None:
+            self.store.touch(entry)
+
     def load(self, entry: Entry, like: list[Any]) -> list[Any] | None:
         """Read ``entry`` into caches shaped like ``like`` (worker thread); None (and the entry dropped) if it fails
         its checks."""

@@ -12,7 +12,7 @@ worker stops. Without ``--cache-ram`` (0) the tier still works: every entry goes
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from mlx_lm.models.cache import LRUPromptCache, PromptTrie, can_trim_prompt_cache, trim_prompt_cache
@@ -69,7 +69,7 @@ class PromptCache:
         if self.disk is not None:
             self.disk.worth.observe_prompt(n_tokens, seconds)
 
-    def spill(self, residents: Iterable[tuple[str, list[int], list[Any]]], deadline: float) -> int:
+    def spill(self, residents: Sequence[tuple[str, list[int], list[Any]]], deadline: float) -> int:
         """Write ``residents`` (the slots' caches) and every RAM entry, most recently used first, to the disk tier
         until ``deadline`` (monotonic); returns how many were queued. Worker thread, when the worker stops."""
         disk = self.disk
@@ -85,6 +85,9 @@ class PromptCache:
                 break
             n += disk.spill(namespace, tokens, kv, wait=left)
         disk.store.flush(deadline)
+        # The slots' entries last used, so that a restarted worker puts them back in its slots (slots.restore).
+        for namespace, tokens, _ in reversed(residents):
+            disk.mark_used(namespace, tokens)
         return n
 
     def __len__(self) -> int:
@@ -134,6 +137,19 @@ class PromptCache:
             trim_prompt_cache(kv, excess)
         self.disk.store.stats.tokens_read += n
         return kv, n
+
+    def restore(self, count: int, max_tokens: int) -> list[tuple[str, list[int], list[Any]]]:
+        """The disk tier's ``count`` most recently used entries of this model, read back (worker thread): each one's
+        namespace, tokens and caches, for the slots of a restarted daemon."""
+        disk = self.disk
+        if disk is None or self._new_cache is None:
+            return []
+        restored = []
+        for entry in disk.recent(count, max_tokens):
+            kv = disk.load(entry, self._new_cache())
+            if kv is not None:
+                restored.append((entry.namespace, [int(t) for t in entry.tokens], kv))
+        return restored
 
     def insert(self, namespace: str, tokens: list[int], kv: list[Any]) -> None:
         """Store a finished sequence's cache under its tokens (evicting least recently used entries)."""
