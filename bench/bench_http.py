@@ -274,7 +274,8 @@ def table(report: dict[str, Any]) -> str:
     prefix = servers["mlxd"]["prefix_ttft_s"]["tokens"]
     rows += [(f"{prefix}-token prefix TTFT cold ms", lambda s: 1000 * s["prefix_ttft_s"]["cold"]["median"]),
              (f"{prefix}-token prefix TTFT cached ms", lambda s: 1000 * s["prefix_ttft_s"]["cached"]["median"]),
-             ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"]["median"] / s["prefix_ttft_s"]["cold"]["median"]),
+             ("cached / cold", lambda s: s["prefix_ttft_s"]["cached"]["median"] / s["prefix_ttft_s"]["cold"]["median"]
+              if s["prefix_ttft_s"]["cold"]["median"] else float("nan")),  # a server that never answered it
              ("peak RSS MiB", lambda s: s["peak_rss_mib"])]
     # Other mlxd variants (mlxd@REV: a before/after) also get their own ratio to llama-server, side by side.
     pairs = [("mlxd", k) for k in others] + [
@@ -293,7 +294,8 @@ def table(report: dict[str, Any]) -> str:
         cells = []
         for a, b in pairs:
             xs, ys = turns(servers[a]), turns(servers[b])
-            cells.append(f"{statistics.median(x / y for x, y in zip(xs, ys)):.2f}" if len(xs) == len(ys) else "-")
+            per_turn = [x / y for x, y in zip(xs, ys) if y] if len(xs) == len(ys) else []  # 0: a figure it never gave
+            cells.append(f"{statistics.median(per_turn):.2f}" if per_turn else "-")
         lines.append(f"| {label} | - | " + " | ".join("-" for _ in others) + " | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -16,6 +16,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -61,6 +62,22 @@ def _body(prompt: str, max_tokens: int, bias: dict[str, float]) -> dict[str, Any
             "stream_options": {"include_usage": True}, "logit_bias": bias}
 
 
+async def _body_blocks(reader: asyncio.StreamReader, chunked: bool) -> AsyncIterator[bytes]:
+    """The response body as it arrives: chunk by chunk, or (a server that streams without chunks, as Python's
+    http.server does for mlx_lm.server) block by block until the connection closes."""
+    while True:
+        if not chunked:
+            data = await reader.read(65536)
+            if not data:
+                return
+            yield data
+            continue
+        size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            return
+        yield (await reader.readexactly(size + 2))[:-2]  # the chunk, less its CRLF
+
+
 class RawClient:
     """A minimal HTTP/1.1 client for the streamed completion: a connection per request, the chunked body scanned for
     frames with text, only the frames that finish the stream parsed as JSON."""
@@ -84,17 +101,15 @@ class RawClient:
         reader, writer = await asyncio.open_connection(self.host, self.port)
         try:
             writer.write(head + payload)
-            status_line = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n", 1)[0]
+            headers = await reader.readuntil(b"\r\n\r\n")
+            status_line = headers.split(b"\r\n", 1)[0]
             if b" 200 " not in status_line:
                 result.error = f"HTTP {status_line!r}"
                 return result
             tail = b""
-            while True:
-                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                if size == 0:
-                    break
-                data = (await reader.readexactly(size + 2))[:-2]  # the chunk, less its CRLF
-                texts = data.count(b'"text":"') - data.count(b'"text":""')
+            async for data in _body_blocks(reader, chunked=b"transfer-encoding: chunked" in headers.lower()):
+                texts = sum(data.count(b'"text":' + gap + b'"') - data.count(b'"text":' + gap + b'""')
+                            for gap in (b"", b" "))  # compact JSON, or Python's json.dumps (mlx_lm.server)
                 if texts:
                     now = time.perf_counter() - result.started
                     result.chunks += texts
