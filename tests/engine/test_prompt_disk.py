@@ -325,3 +325,26 @@ def test_a_worker_never_started_lets_its_store_go(tiny_model, tmp_path) -> None:
     assert any(s.root == tmp_path for s in prompt_disk_tier.stores())
     w.stop(0.0)
     assert not any(s.root == tmp_path for s in prompt_disk_tier.stores())
+
+
+def test_a_restarted_worker_s_slots_hold_the_most_recent_entries_that_fit(tiny_model, workers, tmp_path) -> None:
+    a, b, c = prompt_of(tiny_model, 0), prompt_of(tiny_model, 3), prompt_of(tiny_model, 2, 10)
+    first = workers(cache_disk=str(tmp_path), parallel=2)
+    for p in (a, b, c):  # c takes a's slot (the least recently used): the slots end with b and c, a in RAM
+        run(first, p)
+    stop(first)
+    assert len(entries(tmp_path)) == 3
+
+    again = workers(cache_disk=str(tmp_path), parallel=2)
+    held = [s.resident.tokens for s in again.scheduler.slots.slots if s.resident is not None]
+    assert sorted(t[:len(p)] == p for t in held for p in (a, b, c)).count(True) == 2
+    assert not any(t[:len(a)] == a for t in held) and any(t[:len(c)] == c for t in held)
+    assert run(again, b)[1] == len(b) - 1
+    stop(again)
+
+    # A slot too small for any entry, or another KV cache type: nothing restored, and requests are served.
+    small = workers(cache_disk=str(tmp_path), ctx_size=64)
+    assert all(s.resident is None for s in small.scheduler.slots.slots)
+    other = workers(cache_disk=str(tmp_path), cache_type_k="f16", cache_type_v="f16")
+    assert all(s.resident is None for s in other.scheduler.slots.slots)
+    assert run(other, c)[1] == 0

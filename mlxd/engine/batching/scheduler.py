@@ -178,10 +178,10 @@ class Scheduler(PromptProcessing, Speculating, NgramStep, Decoding):
 
     def spill(self, deadline: float) -> int:
         """Write the slots' and the prompt cache's entries to the disk tier until ``deadline`` (worker stop)."""
-        residents = [(r.namespace, r.tokens, r.kv) for slot in self.slots.slots
-                     if (r := slot.resident) is not None and not r.published]
+        held = [r for slot in self.slots.slots if (r := slot.resident) is not None]
+        residents = [(r.namespace, r.tokens, r.kv) for r in held if not r.published]
         try:
-            return self.prompt_cache.spill(residents, deadline)
+            return self.prompt_cache.spill(residents, deadline, [(r.namespace, r.tokens) for r in held])
         except Exception:  # the tier must never keep a worker from stopping
             log.exception("writing the prompt cache to disk failed")
             return 0

@@ -69,9 +69,13 @@ class PromptCache:
         if self.disk is not None:
             self.disk.worth.observe_prompt(n_tokens, seconds)
 
-    def spill(self, residents: Sequence[tuple[str, list[int], list[Any]]], deadline: float) -> int:
+    def spill(self, residents: Sequence[tuple[str, list[int], list[Any]]], deadline: float,
+              in_slots: Sequence[tuple[str, list[int]]] = ()) -> int:
         """Write ``residents`` (the slots' caches) and every RAM entry, most recently used first, to the disk tier
-        until ``deadline`` (monotonic); returns how many were queued. Worker thread, when the worker stops."""
+        until ``deadline`` (monotonic); returns how many were queued. Worker thread, when the worker stops.
+
+        The entries then carry the order of their use, ``in_slots`` (what every slot holds, whether the RAM cache has
+        it too) the most recent, so that a restarted worker puts them back in its slots (slots.restore)."""
         disk = self.disk
         if disk is None:
             return 0
@@ -85,8 +89,7 @@ class PromptCache:
                 break
             n += disk.spill(namespace, tokens, kv, wait=left)
         disk.store.flush(deadline)
-        # The slots' entries last used, so that a restarted worker puts them back in its slots (slots.restore).
-        for namespace, tokens, _ in reversed(residents):
+        for namespace, tokens in [*((ns, toks) for ns, toks, _ in reversed(held)), *reversed(in_slots)]:
             disk.mark_used(namespace, tokens)
         return n
 
