@@ -82,9 +82,13 @@ def main(argv: list[str]) -> int:
         # Must run before anything imports mlx, so that mlx's BLAS calls resolve to the system library.
         from mlxd.engine import preload_blas, prepare_jit
 
-        prepare_jit(cast("JitMode", cfg.cpu_jit))
+        jit = prepare_jit(cast("JitMode", cfg.cpu_jit))
         chosen.append(preload_blas(cast("BlasMode", cfg.cpu_blas), threads=cfg.threads,
                                    gemv=cast("GemvMode", cfg.cpu_gemv)))
+        if jit.directory is not None:  # attention's softmax fused, now that its kernel is built for this CPU
+            from mlxd.engine import install_cpu_attention
+
+            install_cpu_attention()
 
     try:
         resolved = resolve_serving(argv, env)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         ServerConstraint,
     )
     from mlxd.engine.cpu.blas import BlasMode, BlasReport, check as check_blas, GemvMode, preload as preload_blas
+    from mlxd.engine.cpu.attention import install as install_cpu_attention
     from mlxd.engine.cpu.jit import JitMode, prepare as prepare_jit
     from mlxd.engine.distributed.serve import serve_group
     from mlxd.engine.embed import check_embedding_options
@@ -115,6 +116,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "ModelWorker": ("mlxd.engine.batching.worker", "ModelWorker"),
     "preload_blas": ("mlxd.engine.cpu.blas", "preload"),
     "prepare_jit": ("mlxd.engine.cpu.jit", "prepare"),
+    "install_cpu_attention": ("mlxd.engine.cpu.attention", "install"),
     "ProgressEvent": ("mlxd.engine.types", "ProgressEvent"),
     "ReasoningSpec": ("mlxd.engine.types", "ReasoningSpec"),
     "release_freed_memory": ("mlxd.engine.memory", "release_freed_memory"),

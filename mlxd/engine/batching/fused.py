@@ -47,6 +47,8 @@ from mlx_lm.models.activations import swiglu
 from mlx_lm.models.base import quantized_scaled_dot_product_attention
 from mlx_lm.models.rope_utils import Llama3RoPE
 
+from mlxd.engine.cpu.attention import softmax
+
 log = logging.getLogger("mlxd.engine.batching.fused")
 
 _FAMILY = {"mlx_lm.models.llama", "mlx_lm.models.qwen2", "mlx_lm.models.qwen3"}
@@ -208,7 +210,7 @@ def _attend(q: mx.array, k: mx.array, v: mx.array, mask: mx.array, n_kv: int) ->
     else:
         scores = (q.reshape(B, n_kv, rep, N, d) @ mx.expand_dims(k, 2).swapaxes(-1, -2)).reshape(B, nq, N, -1)
     scores = mx.where(mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
-    probs = mx.softmax(scores, axis=-1, precise=True)
+    probs = softmax(scores)  # its exponentials one kernel of the compiled step, built for this CPU
     if N == 1:
         return probs @ v  # [B, n_kv, rep, d]: the query heads in order, one token
     out = (probs.reshape(B, n_kv, rep, N, -1) @ mx.expand_dims(v, 2)).reshape(B, nq, N, d)
