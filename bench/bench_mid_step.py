@@ -1,5 +1,6 @@
 """Where a decode step and a prompt pass of a compute-bound model go, in-process: ``python bench/bench_mid_step.py
-CHECKPOINT [--rows 1,8] [--prompt-tokens 443] [--repeat 5] [--threads 1,2]``.
+CHECKPOINT [--rows 1,8] [--prompt-tokens 443] [--repeat 5] [--threads 1,2]`` (``MLXD_CPU_JIT=off``: mlx's kernels and
+attention as mlx builds them, where the daemon has its ``--cpu-jit auto``).
 
 With OpenBLAS loaded as the daemon loads it (``--cpu-blas auto``), on the calling thread, for each OpenBLAS thread
 count (set between turns with ``openblas_set_num_threads``, the counts taking turns so that a shared machine's load
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import statistics
 import sys
 import time
@@ -33,9 +35,15 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mlxd.engine.cpu import blas  # noqa: E402  (before mlx is imported)
+from mlxd.engine.cpu import blas, jit  # noqa: E402  (before mlx is imported)
 
+# As the daemon does: mlx's fused kernels built for this CPU and attention's softmax fused (MLXD_CPU_JIT=off: not).
+JIT = jit.prepare("off" if os.environ.get("MLXD_CPU_JIT") == "off" else "auto")
 REPORT = blas.preload("auto")
+if JIT.directory is not None:
+    from mlxd.engine.cpu import attention  # noqa: E402
+
+    attention.install()
 
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402

@@ -25,8 +25,11 @@ def restore(slots: SlotRegistry, cache: PromptCache) -> int:
     if cache.disk is None or not empty:
         return 0
     t0 = time.perf_counter()
-    # A slot keeps at least one position free: the next token of a prompt it holds whole.
-    restored = cache.restore(len(empty), min(s.n_ctx for s in empty) - 1)
+    try:  # A slot keeps at least one position free: the next token of a prompt it holds whole.
+        restored = cache.restore(len(empty), min(s.n_ctx for s in empty) - 1)
+    except Exception:  # never a reason not to serve: the slots start empty, as without the tier
+        log.exception("prompt cache: restoring the slots from the disk tier failed")
+        return 0
     for slot, (namespace, tokens, kv) in zip(empty, restored):
         slot.resident = Resident(namespace, tokens, kv)
     if restored:
