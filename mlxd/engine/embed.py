@@ -21,7 +21,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlxd.engine.loading import hub
-from mlxd.errors import EngineError
+from mlxd.errors import ContextOverflow, EngineError, InvalidRequest
 
 POOLING_TYPES = ("none", "mean", "cls", "last", "rank")
 
@@ -144,6 +144,28 @@ def text_model(model: Any) -> Any:
         f"{type(model).__module__}.{type(model).__name__} does not expose its decoder (model.model), "
         "so its hidden states cannot be read for embeddings"
     )
+
+
+def check_inputs(inputs: Sequence[Sequence[int]], pooling: str, *, ubatch_size: int, n_ctx_slot: int,
+                 vocab_size: int) -> None:
+    """Raise what b10621 refuses per input: more tokens than one physical batch (``--ubatch-size``) or a slot's
+    context when pooling needs the whole input at once, the slot's context otherwise; a token outside the
+    vocabulary."""
+    for tokens in inputs:
+        n = len(tokens)
+        if pooling == "last":  # b10621 may split a last-token input across batches
+            if n >= n_ctx_slot:
+                raise ContextOverflow(n, n_ctx_slot)
+            continue
+        if n > ubatch_size:
+            raise EngineError(f"input ({n} tokens) is too large to process. increase the physical batch size "
+                              f"(current batch size: {ubatch_size})")
+        if n > n_ctx_slot:
+            raise ContextOverflow(n, n_ctx_slot, f"input ({n} tokens) is larger than the max context size "
+                                  f"({n_ctx_slot} tokens). skipping")
+    bad = [t for tokens in inputs for t in tokens if not 0 <= t < vocab_size]
+    if bad:
+        raise InvalidRequest(f"invalid token id {bad[0]}: the vocabulary has {vocab_size} tokens")
 
 
 def hidden_states(model: Any, inputs: Sequence[Sequence[int]]) -> list[mx.array]:

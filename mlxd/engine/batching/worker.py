@@ -266,24 +266,11 @@ class ModelWorker(SlotActions):
         """Queue the embeddings of ``inputs`` (``rows``: a reranker's yes/no rows, for ``rank`` pooling); the future
         holds one ``EmbeddingResult`` per input.
 
-        Raises at once what b10621 refuses per input: more tokens than one physical batch (``--ubatch-size``) or
-        a slot's context when pooling needs the whole input at once, the slot's context otherwise.
+        Raises at once what b10621 refuses per input (engine.embed.check_inputs).
         """
-        for tokens in inputs:
-            n = len(tokens)
-            if pooling == "last":  # b10621 may split a last-token input across batches
-                if n >= self.n_ctx_slot:
-                    raise ContextOverflow(n, self.n_ctx_slot)
-                continue
-            if n > self.settings.ubatch_size:
-                raise EngineError(f"input ({n} tokens) is too large to process. increase the physical batch size "
-                                  f"(current batch size: {self.settings.ubatch_size})")
-            if n > self.n_ctx_slot:
-                raise ContextOverflow(n, self.n_ctx_slot, f"input ({n} tokens) is larger than the max context size "
-                                      f"({self.n_ctx_slot} tokens). skipping")
-        bad = [t for tokens in inputs for t in tokens if not 0 <= t < self.scheduler.vocab_size]
-        if bad:
-            raise InvalidRequest(f"invalid token id {bad[0]}: the vocabulary has {self.scheduler.vocab_size} tokens")
+        embed.check_inputs(inputs, pooling, ubatch_size=self.settings.ubatch_size, n_ctx_slot=self.n_ctx_slot,
+                           vocab_size=self.scheduler.vocab_size)
+
         def job() -> list[embed.EmbeddingResult]:
             # The server-wide adapter scales apply, whatever snapshot the running generations use meanwhile.
             running = self.lora.applied if len(self.lora) else None

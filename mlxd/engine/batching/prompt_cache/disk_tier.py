@@ -114,7 +114,7 @@ class DiskTier:
         restarted daemon's slots held when it stopped (the drain writes the slots' caches first)."""
         if self.store.state == "off":
             return []
-        return [e for e in self.store.recent(self.identity, count, max_tokens) if self.worth.worth_writing(len(e.tokens))]
+        return self.store.recent(self.identity, count, max_tokens)
 
     def mark_used(self, namespace: str, tokens: list[int]) -> None:
         """The entry of exactly these tokens, when on disk, becomes the most recently used."""
