@@ -34,9 +34,11 @@ class RpcServer:
         if token_file is not None:
             args += ["--rpc-token-file", str(token_file)]
         self.log_path = log_path
+        self.tmpdir = log_path.with_suffix(".tmp")  # its ranks' temporary files
+        self.tmpdir.mkdir()
         out = open(log_path, "ab")
         self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True, env=dict(os.environ, TMPDIR=str(self.tmpdir)))
         out.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -102,11 +104,13 @@ def test_greedy_output_equals_one_process(preset: str, passthrough: int, split: 
         alone = start_server("-m", str(synthetic_checkpoint(preset)))
         expected = _concurrent(alone.base_url)
         alone.stop()
-    addresses = ",".join(rpc_servers().address for _ in range(peers))
+    peer_servers = [rpc_servers() for _ in range(peers)]
+    addresses = ",".join(peer.address for peer in peer_servers)
     model = str(synthetic_checkpoint(preset, passthrough=passthrough))
     group = start_server("-m", model, "-np", "8", "--rpc", addresses, "--split-mode", split)
     assert _concurrent(group.base_url) == expected
     assert f"{peers + 1} ranks, {split} split" in group.log()
+    assert not [f for peer in peer_servers for f in peer.tmpdir.iterdir()]  # the ring's host file, once read
     slots = httpx.get(f"{group.base_url}/slots", timeout=10).json()  # rank 0's slots, through the link
     assert len(slots) == 8 and sum(slot["n_ctx"] > 0 for slot in slots) == 8
     if split == "row":  # random seeds (drawn once, on rank 0) and a grammar (compiled on every rank) keep the ranks

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mlxd.engine.cpu import jit
@@ -89,3 +90,40 @@ def test_mlx_builds_its_kernels_with_the_flag_in_mlxd_s_directory(tmp_path: Path
     # One fused kernel against the same operations one at a time: a few float32 roundings of values below ~10.
     difference, scale = map(float, errors.split())
     assert difference <= 8 * 2.0**-23 * max(scale, 1.0)
+
+
+_BITS = textwrap.dedent(
+    """
+    import sys
+    from mlxd.engine.cpu import jit
+    jit.prepare(sys.argv[1])
+    import mlx.core as mx
+    import numpy as np
+
+    @mx.compile
+    def kernels(gate, up, scores):
+        return gate * mx.sigmoid(gate) * up, mx.exp(scores - mx.max(scores, axis=-1, keepdims=True))
+
+    gate = 12 * mx.random.normal((8, 4099), key=mx.random.key(1))  # not a multiple of any vector width
+    up = mx.random.normal((8, 4099), key=mx.random.key(2))
+    scores = 30 * mx.random.normal((8, 4099), key=mx.random.key(3))
+    swiglu, softmax = kernels(gate, up, scores)
+    np.savez(sys.argv[2], swiglu=np.array(swiglu), softmax=np.array(softmax))
+    """
+)
+
+
+@needs_gxx
+def test_the_kernels_built_for_this_cpu_compute_mlx_s_bits(tmp_path: Path) -> None:
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), TMPDIR=str(tmp_path / "generic"))
+    (tmp_path / "generic").mkdir()
+    for mode in ("off", "auto"):
+        result = subprocess.run([sys.executable, "-c", _BITS, mode, str(tmp_path / f"{mode}.npz")],
+                                capture_output=True, text=True, timeout=300, env=env)
+        assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "generic").glob("mlx/*/cpu/*.so")), "mlx built no generic kernel"
+
+    generic, native = np.load(tmp_path / "off.npz"), np.load(tmp_path / "auto.npz")
+
+    for name in ("swiglu", "softmax"):  # the flags neither reorder nor contract arithmetic: the same bits
+        assert np.array_equal(generic[name].view(np.uint32), native[name].view(np.uint32)), name

@@ -134,6 +134,28 @@ def test_callers_on_several_threads_get_the_same_bits() -> None:
 
 
 @needs_front
+def test_every_chunk_of_back_to_back_products_is_computed_once() -> None:
+    """The kernel's threads take chunks of columns; with beta 1 a chunk computed twice, or by a thread still on the
+    product before, would show in the sum. Products of two widths alternate, so that their chunks differ."""
+    assert BLAS_REPORT.shim is not None
+    sgemm = _sgemm(BLAS_REPORT.shim.handle)
+    m, k = 3, 512
+    wide, narrow = _product(m, k, 2048, seed=11), _product(m, k, 520, seed=12)
+    sums = {id(p): np.zeros((m, p[1].shape[0]), np.float32) for p in (wide, narrow)}
+    rounds = 400
+
+    for i in range(2 * rounds):
+        a, b, _ = product = wide if i % 2 else narrow
+        n = b.shape[0]
+        step = np.zeros((m, n), np.float32)
+        sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), k, 0.0, _ptr(step), n)
+        sgemm(ROW_MAJOR, NO_TRANS, TRANS, m, n, k, 1.0, _ptr(a), k, _ptr(b), k, 1.0, _ptr(sums[id(product)]), n)
+        sums[id(product)] -= step  # exactly zero again, each time, unless a chunk was added twice or not at all
+
+    assert all(not s.any() for s in sums.values())
+
+
+@needs_front
 @pytest.mark.parametrize(("m", "k", "n", "trans_b"), [(3, 1024, 512, NO_TRANS), (17, 1024, 512, TRANS),
                                                       (1, 64, 32, TRANS)],
                          ids=["a matrix as is", "seventeen rows", "a small matrix"])

@@ -92,6 +92,11 @@ static inline __attribute__((always_inline)) void tile(const int m, const int co
         for (int i = 0; i < m; i++) s[q][i] = (vf){0};
     for (int kk = 0; kk < kv; kk += LANES) {
         vf y[COLS];
+        /* The next matrix rows, as far into them as these: memory keeps streaming while later passes over
+         * these rows run from cache (a fifth to a quarter off every row count, docs/benchmarks.md, section 9).
+         * Into the outer caches: those rows are read a whole pass from now. A prefetch never faults, past the
+         * matrix's end included. */
+        for (int q = 0; q < cols; q++) __builtin_prefetch(w + (size_t)(q + cols) * p->ldb + kk, 0, 1);
         for (int q = 0; q < cols; q++) y[q] = load(w + (size_t)q * p->ldb + kk);
         for (int i = 0; i < m; i++) {
             vf x = load(a + (size_t)i * p->lda + kk);
@@ -133,16 +138,26 @@ static void columns(const struct product *p, int j0, int j1) {
     for (; j < j1; j++) passes(1, p, j);
 }
 
-/* ---- the pool: the caller and `helpers` threads each take an equal share of the columns ----
- * One core cannot stream memory as fast as two. Helpers spin between products (a decode step's come microseconds
- * apart), then sleep, as OpenBLAS's own threads do. One caller at a time; another computes alone, with the same
- * results. */
+/* ---- the pool: the caller and `helpers` threads take chunks of columns until none is left ----
+ * One core cannot stream memory as fast as two. Chunks rather than equal shares: on a small machine the daemon's
+ * other threads preempt a helper now and then, and equal shares had the caller wait for it (a tenth of a decode
+ * step's samples at 8 rows on 2 vCPUs); now the others take its part. A chunk is computed by one thread whole, so
+ * the results do not depend on who took it. Helpers spin between products (a decode step's come microseconds
+ * apart), then sleep, as OpenBLAS's own threads do. One caller at a time; another computes alone. */
+
+enum { CHUNKS_PER_THREAD = 8 };
+
+/* A job's ticket: its generation, its chunk count and the next chunk to take, in one word, so that a thread learns
+ * from one atomic operation whether it holds a chunk of the job posted, and no other state. */
+#define NEXT_BITS 20
+#define FIELD ((1ULL << NEXT_BITS) - 1)
 
 static struct product job;
-static int helpers;
+static int helpers, chunk_cols;
 static long spin_ns;
-static atomic_uint generation;
-static atomic_int pending, sleepers;
+static _Atomic uint64_t ticket;
+static atomic_int done_chunks, sleepers;
+static uint64_t posted; /* generations posted; written under `busy` */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER, busy = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 
@@ -160,33 +175,43 @@ static long now_ns(void) {
     return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-static void share(const struct product *p, int part, int parts) {
-    int j0 = (int)((long)p->n * part / parts), j1 = (int)((long)p->n * (part + 1) / parts);
-    if (j0 < j1) columns(p, j0, j1);
+static inline uint64_t generation_of(uint64_t t) { return t >> (2 * NEXT_BITS); }
+
+/* Chunks of the posted job until none is left; returns the generation of the last ticket. The job is read only
+ * with a chunk of it in hand: the caller writes the job before it posts the ticket (all sequentially consistent)
+ * and posts no other while a chunk is not done. A thread late by a whole job gets a spent ticket and reads
+ * nothing. */
+static uint64_t take(void) {
+    for (;;) {
+        uint64_t t = atomic_fetch_add(&ticket, 1);
+        uint64_t chunk = t & FIELD, count = (t >> NEXT_BITS) & FIELD;
+        if (chunk >= count) return generation_of(t);
+        int j0 = (int)chunk * chunk_cols, j1 = j0 + chunk_cols < job.n ? j0 + chunk_cols : job.n;
+        columns(&job, j0, j1);
+        atomic_fetch_add(&done_chunks, 1);
+    }
 }
 
-static void *helper(void *arg) {
-    int part = (int)(intptr_t)arg;
-    unsigned seen = atomic_load(&generation);
+static void *helper(void *unused) {
+    (void)unused;
+    uint64_t seen = 0;
     for (;;) {
         long since = now_ns();
         unsigned spins = 0;
-        while (atomic_load(&generation) == seen) {
+        while (generation_of(atomic_load(&ticket)) == seen) {
             relax();
             if ((++spins & 255) == 0 && now_ns() - since > spin_ns) {
-                /* sleepers is raised before generation is read again under the lock, and the caller raises
-                 * generation before it reads sleepers: one of the two sees the other (all sequentially
-                 * consistent), so no wake-up is lost. */
+                /* sleepers is raised before the ticket is read again under the lock, and the caller posts the
+                 * ticket before it reads sleepers: one of the two sees the other (all sequentially consistent),
+                 * so no wake-up is lost. */
                 pthread_mutex_lock(&sleep_lock);
                 atomic_fetch_add(&sleepers, 1);
-                while (atomic_load(&generation) == seen) pthread_cond_wait(&wake, &sleep_lock);
+                while (generation_of(atomic_load(&ticket)) == seen) pthread_cond_wait(&wake, &sleep_lock);
                 atomic_fetch_sub(&sleepers, 1);
                 pthread_mutex_unlock(&sleep_lock);
             }
         }
-        seen = atomic_load(&generation); /* the caller posts no other job before this one's share is done */
-        share(&job, part, helpers + 1);
-        atomic_fetch_sub(&pending, 1);
+        seen = take();
     }
     return NULL;
 }
@@ -196,20 +221,25 @@ static void run(const struct product *p) {
         columns(p, 0, p->n);
         return;
     }
+    int per = p->n / ((helpers + 1) * CHUNKS_PER_THREAD);
+    per = per < 4 * COLS ? 4 * COLS : per - per % COLS; /* whole tiles */
+    int count = (p->n + per - 1) / per;
     job = *p;
-    atomic_store(&pending, helpers);
-    atomic_fetch_add(&generation, 1);
+    chunk_cols = per;
+    atomic_store(&done_chunks, 0);
+    posted++;
+    atomic_store(&ticket, (posted << (2 * NEXT_BITS)) | ((uint64_t)count << NEXT_BITS));
     if (atomic_load(&sleepers) > 0) {
         pthread_mutex_lock(&sleep_lock);
         pthread_cond_broadcast(&wake);
         pthread_mutex_unlock(&sleep_lock);
     }
-    share(p, 0, helpers + 1);
-    for (unsigned spins = 0; atomic_load(&pending) > 0;)
+    take();
+    for (unsigned spins = 0; atomic_load(&done_chunks) < count;)
         if (++spins & 1023)
             relax();
         else
-            sched_yield(); /* a helper preempted on a busy machine needs this CPU to finish */
+            sched_yield(); /* a helper preempted on a busy machine needs this CPU to finish its chunk */
     pthread_mutex_unlock(&busy);
 }
 
@@ -230,7 +260,7 @@ void mlxd_front_init(sgemm_fn sgemm, sgemv_fn sgemv, long min_matrix, int rows, 
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &attr, helper, (void *)(intptr_t)part) == 0) helpers++;
+        if (pthread_create(&t, &attr, helper, NULL) == 0) helpers++;
         pthread_attr_destroy(&attr);
     }
 }

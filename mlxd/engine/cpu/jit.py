@@ -1,13 +1,15 @@
 """mlx's fused CPU kernels built for the machine's CPU: ``--cpu-jit``.
 
 mlx's CPU backend compiles each fused run of elementwise operations (what ``mx.compile`` makes of the decode step,
-mlx-lm's SwiGLU) with ``g++ -std=c++17 -O3 -fPIC -shared`` for a generic x86-64. Without FMA in that target, its
-``exp`` calls libm's ``fmaf`` through the PLT at each step of its polynomial: SwiGLU's kernel costs 27 ns an element
-on a Sapphire Rapids Xeon, and 11 ns built with ``-march=native``; the 180M model's 8-stream aggregate gains 8 to 10
-% over HTTP against llama-server in the same runs (docs/benchmarks.md, section 9).
+mlx-lm's SwiGLU) with ``g++ -std=c++17 -O3 -fPIC -shared`` for a generic x86-64, as a loop of one element at a time
+that calls mlx's ``exp`` out of line, which calls libm's ``fmaf`` through the PLT at each step of its polynomial:
+SwiGLU's kernel costs 38 ns an element on a Sapphire Rapids Xeon. Built for the CPU (``-march=native``), with the
+``exp`` inlined (``-finline-limit``) and the loop free to run vectorised (``-fno-trapping-math``: FP exceptions are
+not observed, so nothing else changes), it costs 1.4 ns, with the same bits (docs/benchmarks.md, section 9; none of
+the flags lets the compiler reorder or contract arithmetic, and a test holds the bits).
 
 mlx runs ``g++`` by name through the shell and keeps what it builds under ``$TMPDIR/mlx/<version>/cpu``, each
-library named by its kernel alone. So mlxd puts a ``g++`` of its own first on ``PATH``, which adds ``-march=native``,
+library named by its kernel alone. So mlxd puts a ``g++`` of its own first on ``PATH``, which adds those flags,
 and points ``TMPDIR`` at a directory of its cache kept per compiler and CPU: a generic build in ``/tmp/mlx`` is never
 taken for a native one, nor a build for one CPU by a daemon on another that shares the cache. The directory outlives
 reboots, so a restarted daemon does not build its kernels again. Python's temporary files in the daemon go there
@@ -35,7 +37,9 @@ log = logging.getLogger("mlxd.engine.cpu.jit")
 JitMode = Literal["auto", "off"]
 JIT_MODES: tuple[JitMode, ...] = ("auto", "off")
 
-FLAG = "-march=native"
+# What mlxd's g++ adds to mlx's command line. -ffp-contract stays as mlx's -std=c++17 sets it (off): no new fused
+# multiply-adds, so the bits are mlx's own.
+FLAGS = ("-march=native", "-fno-trapping-math", "-finline-limit=1000")
 
 
 @dataclass(frozen=True)
@@ -72,24 +76,25 @@ def _prepare(mode: JitMode, compiler: str | None) -> JitReport:
         return JitReport(None, f"cpu-jit auto: mlx's kernels as mlx builds them ({exc})")
     os.environ["PATH"] = f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["TMPDIR"] = str(home / "tmp")
-    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {FLAG}) in {home}")
+    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {' '.join(FLAGS)}) in {home}")
 
 
 def _home(real: str) -> Path:
     """The directory for ``real`` on this CPU: ``bin/g++``, the wrapper, and ``tmp``, mlx's ``TMPDIR``.
 
     Raises OSError where the compiler does not take the flag or the directory cannot be written."""
-    probe = subprocess.run([real, FLAG, "-x", "c++", "-E", "-o", os.devnull, os.devnull], capture_output=True,
+    flags = " ".join(FLAGS)
+    probe = subprocess.run([real, *FLAGS, "-x", "c++", "-E", "-o", os.devnull, os.devnull], capture_output=True,
                            text=True, timeout=60)
     if probe.returncode != 0:
-        raise OSError(f"{real} refuses {FLAG}: {probe.stderr.strip()[-200:]}")
+        raise OSError(f"{real} refuses {flags}: {probe.stderr.strip()[-200:]}")
     version = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256("\0".join((real, version, cpu_identity())).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((real, flags, version, cpu_identity())).encode()).hexdigest()[:16]
     home = cache_dir() / "cpu-jit" / key
     wrapper = home / "bin" / "g++"
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    script = f'#!/bin/sh\n# mlxd --cpu-jit auto: mlx\'s kernel compiler, for this CPU\nexec "{real}" {FLAG} "$@"\n'
+    script = f'#!/bin/sh\n# mlxd --cpu-jit auto: mlx\'s kernel compiler, for this CPU\nexec "{real}" {flags} "$@"\n'
     if not wrapper.is_file() or wrapper.read_text() != script:
         staged = wrapper.with_name(f".g++.{os.getpid()}")
         staged.write_text(script)

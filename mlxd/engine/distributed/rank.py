@@ -26,22 +26,25 @@ from mlxd.engine.distributed.protocol import RankSpec
 log = logging.getLogger("mlxd.engine.distributed.rank")
 
 
-def _environment(spec: RankSpec) -> str:
-    """Point mx.distributed at the group (the variables mlx.launch would set); the backend name for init."""
+def _environment(spec: RankSpec) -> tuple[str, Path | None]:
+    """Point mx.distributed at the group (the variables mlx.launch would set): the backend name for init, and the
+    ring's host file, which init reads once."""
+    hostfile: Path | None = None
     os.environ["MLX_RANK"] = str(spec.rank)
     os.environ["MLX_WORLD_SIZE"] = str(spec.world)
     if spec.backend in ("ring", "auto"):
-        fd, hostfile = tempfile.mkstemp(prefix="mlxd-ring-", suffix=".json")
+        fd, name = tempfile.mkstemp(prefix="mlxd-ring-", suffix=".json")
         with os.fdopen(fd, "w") as out:
             json.dump([[host] for host in spec.hosts], out)
-        os.environ["MLX_HOSTFILE"] = hostfile
+        os.environ["MLX_HOSTFILE"] = name
+        hostfile = Path(name)
     host, _, port = spec.hosts[0].rpartition(":")
     if spec.backend in ("nccl", "auto"):
         os.environ.setdefault("NCCL_HOST_IP", host)
         os.environ.setdefault("NCCL_PORT", port)
     if spec.backend in ("jaccl", "auto"):  # MLX_IBV_DEVICES (the RDMA devices) comes from the machine's own setup
         os.environ.setdefault("MLX_JACCL_COORDINATOR", spec.hosts[0])
-    return "any" if spec.backend == "auto" else spec.backend
+    return "any" if spec.backend == "auto" else spec.backend, hostfile
 
 
 def load_share(spec: RankSpec, group: mx.distributed.Group) -> tuple[Any, str]:
@@ -95,9 +98,13 @@ def main() -> int:
     logging.basicConfig(level=os.environ.get("MLXD_RANK_LOG", "WARNING"), stream=sys.stderr,
                         format=f"%(asctime)s rank %(process)d %(name)s: %(message)s")
     spec = RankSpec.model_validate_json(sys.stdin.readline())
-    backend = _environment(spec)
+    backend, hostfile = _environment(spec)
     started = time.monotonic()
-    group = mx.distributed.init(strict=True, backend=backend)
+    try:
+        group = mx.distributed.init(strict=True, backend=backend)
+    finally:  # read by now; with --cpu-jit, TMPDIR is a cache directory that no reboot empties
+        if hostfile is not None:
+            hostfile.unlink(missing_ok=True)
     if group.size() != spec.world or group.rank() != spec.rank:
         print(json.dumps({"state": "failed", "error": f"the group has rank {group.rank()} of {group.size()}, "
                           f"expected {spec.rank} of {spec.world}"}), flush=True)
