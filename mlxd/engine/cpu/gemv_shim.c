@@ -19,7 +19,8 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
                          float *, int);
 typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, ROWS = 4, MAX_THREADS = 64 };
+/* MAX_ROWS: the most rows the kernel's partial sums have room for (gemv_shim.MAX_ROWS asks for no more). */
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, ROWS = 4, MAX_ROWS = 16, MAX_THREADS = 64 };
 
 /* Accumulator tiles of ROWS x COLS vectors, sized to the vector registers: 32 with AVX-512 (16 accumulators, 4
  * matrix chunks, one chunk of A), 16 with AVX2, 32 of half the width with NEON. */
@@ -81,21 +82,19 @@ static inline void store(float *out, float sum, float alpha, float beta) {
     *out = beta == 0.0f ? alpha * sum : alpha * sum + beta * *out; /* beta 0: *out may be garbage, as BLAS allows */
 }
 
-/* Rows i < m of A by matrix rows [j, j + cols): each chunk of A loaded serves `cols` products, each chunk of the
- * matrix `m` of them. */
-static inline __attribute__((always_inline)) void tile(const int m, const int cols, const struct product *p,
-                                                      const float *a, float *c, int j) {
-    const int k = p->k, kv = k - k % LANES;
+/* Rows i < m of A by matrix rows [j, j + cols) over k in [k0, k1), the partial sums carried in `acc`: each chunk
+ * of A loaded serves `cols` products, each chunk of the matrix `m` of them. */
+static inline __attribute__((always_inline)) void part(const int m, const int cols, const struct product *p,
+                                                      const float *a, vf *acc, int j, int k0, int k1) {
     const float *w = p->b + (size_t)j * p->ldb;
     vf s[COLS][ROWS];
     for (int q = 0; q < cols; q++)
-        for (int i = 0; i < m; i++) s[q][i] = (vf){0};
-    for (int kk = 0; kk < kv; kk += LANES) {
+        for (int i = 0; i < m; i++) s[q][i] = acc[q * ROWS + i];
+    for (int kk = k0; kk < k1; kk += LANES) {
         vf y[COLS];
-        /* The next matrix rows, as far into them as these: memory keeps streaming while later passes over
-         * these rows run from cache (a fifth to a quarter off every row count, docs/benchmarks.md, section 9).
-         * Into the outer caches: those rows are read a whole pass from now. A prefetch never faults, past the
-         * matrix's end included. */
+        /* The next matrix rows, as far into them as these: memory keeps streaming while the passes over these
+         * rows run from cache (a fifth to a quarter off every row count, docs/benchmarks.md, section 9). Into
+         * the outer caches: they are read a block from now. A prefetch never faults, past the matrix included. */
         for (int q = 0; q < cols; q++) __builtin_prefetch(w + (size_t)(q + cols) * p->ldb + kk, 0, 1);
         for (int q = 0; q < cols; q++) y[q] = load(w + (size_t)q * p->ldb + kk);
         for (int i = 0; i < m; i++) {
@@ -104,31 +103,39 @@ static inline __attribute__((always_inline)) void tile(const int m, const int co
         }
     }
     for (int q = 0; q < cols; q++)
-        for (int i = 0; i < m; i++) {
-            const float *x = a + (size_t)i * p->lda, *wq = w + (size_t)q * p->ldb;
-            float t = fold(s[q][i]);
-            for (int kk = kv; kk < k; kk++) t += x[kk] * wq[kk];
-            store(c + (size_t)i * p->ldc + j + q, t, p->alpha, p->beta);
-        }
+        for (int i = 0; i < m; i++) acc[q * ROWS + i] = s[q][i];
 }
 
-/* Matrix rows [j, j + cols) by all of A, ROWS rows of A at a time: the passes after the first find those matrix
- * rows in cache, so the matrix streams from memory once. */
+/* Matrix rows [j, j + cols) by all of A: for each block of k, ROWS rows of A at a time, so that the passes after
+ * the first find the block of those matrix rows in the nearest cache and the matrix streams from memory once.
+ * Blocking changes when a lane adds a term, never the order of its terms. */
+enum { BLOCK = 256, GROUPS = (MAX_ROWS + ROWS - 1) / ROWS };
+
 static inline __attribute__((always_inline)) void passes(const int cols, const struct product *p, int j) {
-    const float *a = p->a;
-    float *c = p->c;
-    for (int m = p->m; m > 0;) {
-        int r = m < ROWS ? m : ROWS;
-        switch (r) {
-        case 1: tile(1, cols, p, a, c, j); break;
-        case 2: tile(2, cols, p, a, c, j); break;
-        case 3: tile(3, cols, p, a, c, j); break;
-        default: tile(4, cols, p, a, c, j); break;
+    const int k = p->k, kv = k - k % LANES, groups = (p->m + ROWS - 1) / ROWS;
+    vf acc[GROUPS][COLS * ROWS];
+    for (int g = 0; g < groups; g++)
+        for (int t = 0; t < COLS * ROWS; t++) acc[g][t] = (vf){0};
+    for (int k0 = 0; k0 < kv; k0 += BLOCK) {
+        int k1 = k0 + BLOCK < kv ? k0 + BLOCK : kv;
+        for (int g = 0; g < groups; g++) {
+            const float *a = p->a + (size_t)g * ROWS * p->lda;
+            switch (p->m - g * ROWS) {
+            case 1: part(1, cols, p, a, acc[g], j, k0, k1); break;
+            case 2: part(2, cols, p, a, acc[g], j, k0, k1); break;
+            case 3: part(3, cols, p, a, acc[g], j, k0, k1); break;
+            default: part(ROWS, cols, p, a, acc[g], j, k0, k1); break;
+            }
         }
-        m -= r;
-        a += (size_t)r * p->lda;
-        c += (size_t)r * p->ldc;
     }
+    const float *w = p->b + (size_t)j * p->ldb;
+    for (int q = 0; q < cols; q++)
+        for (int i = 0; i < p->m; i++) {
+            const float *x = p->a + (size_t)i * p->lda, *wq = w + (size_t)q * p->ldb;
+            float t = fold(acc[i / ROWS][q * ROWS + i % ROWS]);
+            for (int kk = kv; kk < k; kk++) t += x[kk] * wq[kk];
+            store(p->c + (size_t)i * p->ldc + j + q, t, p->alpha, p->beta);
+        }
 }
 
 /* Columns [j0, j1) of every row. */
@@ -251,7 +258,7 @@ void mlxd_front_init(sgemm_fn sgemm, sgemv_fn sgemv, long min_matrix, int rows, 
     real_sgemm = sgemm;
     real_sgemv = sgemv;
     min_elements = min_matrix;
-    max_rows = rows;
+    max_rows = rows < MAX_ROWS ? rows : MAX_ROWS;
     spin_ns = spin;
     pthread_atfork(NULL, NULL, forget_helpers);
     if (threads > MAX_THREADS) threads = MAX_THREADS;
