@@ -327,13 +327,14 @@ MLXD_HELP = {
                         "(default: the hub's own cache)",
     "cpu-blas": "BLAS used by mlx's CPU backend: auto (the packaged OpenBLAS unless the system's is newer), system "
                 "(OpenBLAS), packaged (the ngsolve-openblas wheel) or bundled",
-    "cpu-gemv": "auto: with an OpenBLAS loaded by --cpu-blas, send mlx's matrix products of 1 to 16 rows (decode "
+    "cpu-gemv": "auto: with an OpenBLAS loaded by --cpu-blas, send mlx's matrix products of 1 to 32 rows (decode "
                 "steps) to a kernel that reads each weight once for all rows, and other one-row products to "
                 "OpenBLAS's matrix-vector kernel, through a few hundred lines of C that mlxd compiles with the "
                 "machine's C compiler into $XDG_CACHE_HOME/mlxd (nothing changes where there is none); off: every "
                 "product through sgemm",
     "cpu-jit": "auto: on Linux, have mlx build its fused CPU kernels (the compiled decode step, SwiGLU) for this "
-               "machine's CPU (g++ -march=native) in $XDG_CACHE_HOME/mlxd/cpu-jit, which becomes the daemon's TMPDIR; "
+               "machine's CPU and vectorised (g++ -march=native -fno-trapping-math -finline-limit=1000: the same bits "
+               "as mlx's own build) in $XDG_CACHE_HOME/mlxd/cpu-jit, which becomes the daemon's TMPDIR; "
                "off: as mlx builds them, for a generic CPU, in $TMPDIR/mlx",
     "worker-affinity": "auto: on Linux with MLX on the CPU, pin each model worker and its MLX stream thread to the "
                        "CPU the worker starts on, under the batch scheduling policy, when its model reads at most "

@@ -1,7 +1,7 @@
 /* mlxd's cblas_sgemm, in front of OpenBLAS's: products of a few rows by a large matrix stream the matrix once.
  *
  * A decode step multiplies one row per sequence by every weight matrix. OpenBLAS's sgemm packs the whole matrix
- * into its buffers first whatever the row count, so 1 to 16 rows cost it two to three passes over the weights;
+ * into its buffers first whatever the row count, so a few rows cost it two to three passes over the weights;
  * this kernel reads each matrix row once for all of them (mlxd/engine/cpu/gemv_shim.py says where it applies and
  * docs/benchmarks.md, section 9, what it gains).
  *
@@ -20,7 +20,7 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
 typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
 
 /* MAX_ROWS: the most rows the kernel's partial sums have room for (gemv_shim.MAX_ROWS asks for no more). */
-enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, ROWS = 4, MAX_ROWS = 16, MAX_THREADS = 64 };
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, ROWS = 4, MAX_ROWS = 32, MAX_THREADS = 64 };
 
 /* Accumulator tiles of ROWS x COLS vectors, sized to the vector registers: 32 with AVX-512 (16 accumulators, 4
  * matrix chunks, one chunk of A), 16 with AVX2, 32 of half the width with NEON. */

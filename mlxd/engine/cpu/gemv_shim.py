@@ -40,9 +40,10 @@ from mlxd.engine.cpu.blas_kernel import cpu_identity
 # 32-stream throughput (docs/benchmarks.md, section 9). Read when the front is loaded.
 MIN_ELEMENTS = 2**18
 
-# The most rows the kernel takes. Its cost grows with the rows (it computes, sgemm packs and then computes at full
-# speed); at 16 rows it is still below sgemm's on the 180M model, at 12 it is half (docs/benchmarks.md, section 9).
-MAX_ROWS = 16
+# The most rows the kernel takes (gemv_shim.c has room for 32). On the 180M model's matrices it costs 36 ms for one
+# row, 42 for 8, 59 for 16 and 156 for 32, against sgemm's 76, 89, 123 and 173; from about 40 rows sgemm's packing
+# pays for itself (docs/benchmarks.md, section 9).
+MAX_ROWS = 32
 
 # How long a helper thread spins for the next product before it sleeps: about OpenBLAS's own 2^20 cycles
 # (mlxd.engine.cpu.blas.THREAD_TIMEOUT), which covers the gaps between one decode step's products.
@@ -99,20 +100,21 @@ def cache_dir() -> Path:
     return Path(base) / "mlxd"
 
 
-def build(cc: str, where: Path | None = None) -> Path:
-    """The shim compiled by ``cc``, reused from ``where`` (mlxd's cache directory) when already built there.
+def build(cc: str, where: Path | None = None, *, source: str = SOURCE) -> Path:
+    """The shim compiled by ``cc`` (from ``source``: another version of it, for benchmarks), reused from ``where``
+    (mlxd's cache directory) when already built there.
 
     Raises OSError when the compiler fails or the directory cannot be written."""
-    key = hashlib.sha256("\0".join((SOURCE, cc, platform.machine(), cpu_identity())).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((source, cc, platform.machine(), cpu_identity())).encode()).hexdigest()[:16]
     target = (where or cache_dir()) / f"gemv-shim-{key}.so"
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mlxd-gemv-", dir=target.parent) as tmp:
-        source = Path(tmp) / "gemv_shim.c"
-        source.write_text(SOURCE)
+        written = Path(tmp) / "gemv_shim.c"
+        written.write_text(source)
         built = Path(tmp) / target.name
-        _compile(cc, source, built)
+        _compile(cc, written, built)
         os.replace(built, target)  # atomic: a daemon starting beside this one sees all of it or nothing
     return target
 
