@@ -16,7 +16,9 @@ falls on each alike), in milliseconds, medians of ``--repeat`` turns:
 - ``prefill``: one prompt pass of ``--prompt-tokens`` tokens, and ``prefill_products`` its matrix products alone;
 - ``prefill_exp`` and ``prefill_sigmoid``: the two elementwise functions of a prompt pass that mlx's CPU backend
   computes one element at a time, over the pass's shapes for every layer: the softmax's exponentials of causal
-  attention (heads x tokens x tokens) and the MLP's SiLU (tokens x intermediate).
+  attention (heads x tokens x tokens) and the MLP's SiLU (tokens x intermediate);
+- ``prefill_swiglu``: mlx-lm's SwiGLU over the same shapes, which ``mx.compile`` makes one of the kernels that
+  ``--cpu-jit`` builds (``MLXD_CPU_JIT=off``: as mlx builds them).
 
 Prints one JSON document. Not part of the test suite.
 """
@@ -47,6 +49,7 @@ if JIT.directory is not None:
 
 import mlx.core as mx  # noqa: E402
 import numpy as np  # noqa: E402
+from mlx_lm.models.activations import swiglu  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
 from mlxd.engine.loading.loader import load_model  # noqa: E402
@@ -172,6 +175,7 @@ def main() -> None:
             f.setdefault("prefill_products", []).append(timed(products(n_prompt), 1))
             f.setdefault("prefill_exp", []).append(timed(lambda: mx.eval([mx.exp(scores) for _ in layers]), 1))
             f.setdefault("prefill_sigmoid", []).append(timed(lambda: mx.eval([mx.sigmoid(gate) for _ in layers]), 1))
+            f.setdefault("prefill_swiglu", []).append(timed(lambda: mx.eval([swiglu(gate, gate) for _ in layers]), 1))
     del prefill_cache
     result = {t: {k: {"median_ms": round(statistics.median(v), 3), "turns": [round(x, 3) for x in v]}
                   for k, v in f.items()} for t, f in figures.items()}

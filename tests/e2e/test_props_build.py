@@ -6,6 +6,7 @@ import re
 import shutil
 from typing import Callable
 
+from mlxd.engine.cpu import gemv_shim
 from tests.e2e.conftest import RunningServer
 
 
@@ -24,7 +25,8 @@ def test_props_build_info_names_the_blas(server: RunningServer) -> None:
     assert f"cpu-blas auto: {chosen}" in log
     if openblas:
         assert f"OpenBLAS {version}, {kernels} kernels" in log
-    assert (gemv is not None) == ("cpu-gemv auto: products of up to 16 rows through mlxd's row kernel" in log), log
+    row_kernel = f"cpu-gemv auto: products of up to {gemv_shim.MAX_ROWS} rows through mlxd's row kernel"
+    assert (gemv is not None) == (row_kernel in log), log
     # mlx's fused CPU kernels built for this CPU (--cpu-jit auto) wherever mlx has a g++ to build them with.
     assert ("cpu-jit auto: mlx's fused CPU kernels built for this CPU" in log) == (shutil.which("g++") is not None), log
 
