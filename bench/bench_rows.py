@@ -1,8 +1,8 @@
 """A decode step's matrix products, one to sixteen rows: mlxd's row kernel (``--cpu-gemv auto``) against OpenBLAS's
 sgemm, in-process.
 
-    .venv/bin/python bench/bench_rows.py [--hidden 1024] [--intermediate 2816] [--kv 256] [--layers 16] [--rows 1,2,4,8,12,16]
-        [--against REV]
+    .venv/bin/python bench/bench_rows.py [--hidden 1024] [--intermediate 2816] [--kv 256] [--layers 16]
+        [--rows 1,2,4,8,12,16] [--against REV]
 
 The matrices of a llama of those sizes (by default the 180M model of ../shared/tools/make_mid_llama.py: q, k, v, o,
 gate, up and down for each of 16 layers, 720 MB of float32), each product ``x @ W.T`` as mlx calls it, every

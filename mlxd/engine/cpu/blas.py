@@ -31,7 +31,8 @@ from mlxd.engine.cpu.blas_libs import (
 )
 from mlxd.errors import EngineError
 
-__all__ = ["GEMV_MODES", "MODES", "GemvMode", "THREAD_TIMEOUT", "BlasMode", "BlasReport", "check", "find_openblas", "find_packaged", "preload"]
+__all__ = ["GEMV_MODES", "MODES", "GemvMode", "THREAD_TIMEOUT", "BlasMode", "BlasReport", "check", "find_openblas",
+           "find_packaged", "preload"]
 
 BlasMode = Literal["auto", "system", "packaged", "bundled"]
 BlasChoice = Literal["system", "packaged", "bundled", "platform"]

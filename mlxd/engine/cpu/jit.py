@@ -76,13 +76,14 @@ def _prepare(mode: JitMode, compiler: str | None) -> JitReport:
         return JitReport(None, f"cpu-jit auto: mlx's kernels as mlx builds them ({exc})")
     os.environ["PATH"] = f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["TMPDIR"] = str(home / "tmp")
-    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {' '.join(FLAGS)}) in {home}")
+    flags = " ".join(FLAGS)
+    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {flags}) in {home}")
 
 
 def _home(real: str) -> Path:
     """The directory for ``real`` on this CPU: ``bin/g++``, the wrapper, and ``tmp``, mlx's ``TMPDIR``.
 
-    Raises OSError where the compiler does not take the flag or the directory cannot be written."""
+    Raises OSError where the compiler does not take the flags or the directory cannot be written."""
     flags = " ".join(FLAGS)
     probe = subprocess.run([real, *FLAGS, "-x", "c++", "-E", "-o", os.devnull, os.devnull], capture_output=True,
                            text=True, timeout=60)
