@@ -231,6 +231,11 @@ static void run(const struct product *p) {
     int per = p->n / ((helpers + 1) * CHUNKS_PER_THREAD);
     per = per < 4 * COLS ? 4 * COLS : per - per % COLS; /* whole tiles */
     int count = (p->n + per - 1) / per;
+    if ((uint64_t)count > FIELD / 2) { /* no room in the ticket (millions of columns): computed alone */
+        columns(p, 0, p->n);
+        pthread_mutex_unlock(&busy);
+        return;
+    }
     job = *p;
     chunk_cols = per;
     atomic_store(&done_chunks, 0);

@@ -40,6 +40,7 @@ JIT_MODES: tuple[JitMode, ...] = ("auto", "off")
 # What mlxd's g++ adds to mlx's command line. -ffp-contract stays as mlx's -std=c++17 sets it (off): no new fused
 # multiply-adds, so the bits are mlx's own.
 FLAGS = ("-march=native", "-fno-trapping-math", "-finline-limit=1000")
+_FLAGS = " ".join(FLAGS)
 
 
 @dataclass(frozen=True)
@@ -76,26 +77,24 @@ def _prepare(mode: JitMode, compiler: str | None) -> JitReport:
         return JitReport(None, f"cpu-jit auto: mlx's kernels as mlx builds them ({exc})")
     os.environ["PATH"] = f"{home / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["TMPDIR"] = str(home / "tmp")
-    flags = " ".join(FLAGS)
-    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {flags}) in {home}")
+    return JitReport(home, f"cpu-jit auto: mlx's fused CPU kernels built for this CPU ({real} {_FLAGS}) in {home}")
 
 
 def _home(real: str) -> Path:
     """The directory for ``real`` on this CPU: ``bin/g++``, the wrapper, and ``tmp``, mlx's ``TMPDIR``.
 
     Raises OSError where the compiler does not take the flags or the directory cannot be written."""
-    flags = " ".join(FLAGS)
     probe = subprocess.run([real, *FLAGS, "-x", "c++", "-E", "-o", os.devnull, os.devnull], capture_output=True,
                            text=True, timeout=60)
     if probe.returncode != 0:
-        raise OSError(f"{real} refuses {flags}: {probe.stderr.strip()[-200:]}")
+        raise OSError(f"{real} refuses {_FLAGS}: {probe.stderr.strip()[-200:]}")
     version = subprocess.run([real, "--version"], capture_output=True, text=True, timeout=60).stdout
-    key = hashlib.sha256("\0".join((real, flags, version, cpu_identity())).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join((real, _FLAGS, version, cpu_identity())).encode()).hexdigest()[:16]
     home = cache_dir() / "cpu-jit" / key
     wrapper = home / "bin" / "g++"
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     wrapper.parent.mkdir(parents=True, exist_ok=True)
-    script = f'#!/bin/sh\n# mlxd --cpu-jit auto: mlx\'s kernel compiler, for this CPU\nexec "{real}" {flags} "$@"\n'
+    script = f'#!/bin/sh\n# mlxd --cpu-jit auto: mlx\'s kernel compiler, for this CPU\nexec "{real}" {_FLAGS} "$@"\n'
     if not wrapper.is_file() or wrapper.read_text() != script:
         staged = wrapper.with_name(f".g++.{os.getpid()}")
         staged.write_text(script)
